@@ -1,0 +1,1 @@
+"""The `llmgw` command: server, agent, sim engine and the operator's tools."""

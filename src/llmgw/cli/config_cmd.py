@@ -1,0 +1,45 @@
+"""`llmgw config check|show`: load a configuration the way the server would, and say
+what is wrong with it or what it amounts to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from llmgw.config import load_settings, render_effective
+from llmgw.errors import ConfigError
+
+app = typer.Typer(help="Check a configuration file, or show what it amounts to.", no_args_is_help=True)
+
+
+def _fail(error: ConfigError) -> typer.Exit:
+    for problem in error.problems:
+        typer.echo(problem, err=True)
+    return typer.Exit(code=2)
+
+
+@app.command("check")
+def check(
+    file: Path = typer.Argument(..., help="The YAML configuration to check.", show_default=False),
+) -> None:
+    """Load FILE with the environment's LLMGW_ overrides; print `ok: N models`, or each problem."""
+    try:
+        settings = load_settings(file)
+    except ConfigError as exc:
+        raise _fail(exc) from None
+    typer.echo(f"ok: {len(settings.catalog().models())} models")
+
+
+@app.command("show")
+def show(
+    file: Path | None = typer.Argument(
+        None, help="The YAML configuration; without it, the embedded defaults.", show_default=False
+    ),
+) -> None:
+    """Print the effective configuration: defaults filled in, environment applied, models normalised."""
+    try:
+        settings = load_settings(file)
+    except ConfigError as exc:
+        raise _fail(exc) from None
+    typer.echo(render_effective(settings), nl=False)

@@ -1,0 +1,44 @@
+"""The `llmgw` command's entry point: one typer application with a sub-command per role.
+
+Errors a user can cause (a bad file, a bad flag) end as one sentence on stderr and exit
+status 2; a traceback is reserved for llmgw's own bugs.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from llmgw import __version__
+from llmgw.cli import config_cmd, server_cmd, sim_cmd
+
+app = typer.Typer(
+    name="llmgw",
+    help="Serve open models on your own machines through one OpenAI-compatible endpoint.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(config_cmd.app, name="config")
+app.command("server")(server_cmd.server)
+app.command("sim-engine")(sim_cmd.sim_engine)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"llmgw {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print llmgw's version and exit."
+    ),
+) -> None:
+    """Serve open models on your own machines through one OpenAI-compatible endpoint."""
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

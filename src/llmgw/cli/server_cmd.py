@@ -1,0 +1,41 @@
+"""`llmgw server`: run the gateway on a configuration, or on the embedded defaults."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+import uvloop
+
+from llmgw.config import load_settings
+from llmgw.errors import ConfigError
+from llmgw.server.runner import serve
+
+
+def server(
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="The YAML configuration; without it, the embedded defaults.",
+        show_default=False,
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`."""
+    level = getattr(logging, log_level.upper(), None)
+    if not isinstance(level, int):
+        typer.echo(f"--log-level {log_level!r} is not one of debug, info, warning, error", err=True)
+        raise typer.Exit(code=2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(config)
+        uvloop.run(serve(settings))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            typer.echo(problem, err=True)
+        raise typer.Exit(code=2) from None
+    except OSError as exc:
+        typer.echo(f"llmgw server could not start: {exc.strerror or exc}", err=True)
+        raise typer.Exit(code=1) from None

@@ -1,0 +1,143 @@
+"""`llmgw sim-engine`: run a simulated inference engine (the catalog's `sim` engine).
+
+It speaks vLLM's, llama-server's or SGLang's HTTP API and metrics, with a deterministic
+behaviour model (batching, KV blocks, prefix cache, prefill and decode costs) and
+faults chosen on the command line or switched at run time through `POST /sim/fault`.
+Every option's default is the one declared in `llmgw.sim.options.SimOptions`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from llmgw.core.problems import describe_validation_error
+from llmgw.sim.options import FaultMode, Flavor, SimOptions
+from llmgw.sim.runner import run
+
+# Each option's default is read from the one declaration, SimOptions.
+_DEFAULTS = SimOptions()
+
+
+def sim_engine(
+    *,
+    port: Annotated[
+        int, typer.Option(help="Port to listen on; 0 picks a free one (printed on stdout).")
+    ] = _DEFAULTS.port,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = _DEFAULTS.host,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="A model name to serve; repeat for aliases (the first labels metrics)."),
+    ] = None,
+    adapter: Annotated[
+        list[str] | None,
+        typer.Option("--adapter", help="A LoRA adapter name to serve over the first model; repeatable."),
+    ] = None,
+    flavor: Annotated[
+        Flavor, typer.Option(help="Whose HTTP API and metric names to imitate.")
+    ] = _DEFAULTS.flavor,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the generated text: same seed, same answers.")
+    ] = _DEFAULTS.seed,
+    max_seqs: Annotated[
+        int, typer.Option(help="Most requests running at once; the rest wait, FCFS.")
+    ] = _DEFAULTS.max_seqs,
+    block_size: Annotated[
+        int, typer.Option(help="Tokens per KV block (prefix-cache granularity).")
+    ] = _DEFAULTS.block_size,
+    kv_blocks: Annotated[
+        int,
+        typer.Option(help="KV cache capacity in blocks, shared by running requests and the prefix cache."),
+    ] = _DEFAULTS.kv_blocks,
+    prefill_ms_per_token: Annotated[
+        float, typer.Option(help="Prefill cost per uncached prompt token, in milliseconds.")
+    ] = _DEFAULTS.prefill_ms_per_token,
+    decode_ms: Annotated[
+        float, typer.Option(help="Base time of one decode step, in milliseconds.")
+    ] = _DEFAULTS.decode_ms,
+    decode_ms_per_seq: Annotated[
+        float, typer.Option(help="Added to each decode step per running request, in milliseconds.")
+    ] = _DEFAULTS.decode_ms_per_seq,
+    time_scale: Annotated[
+        float, typer.Option(help="Multiplies every simulated duration: 0.1 runs ten times faster.")
+    ] = _DEFAULTS.time_scale,
+    max_model_len: Annotated[
+        int, typer.Option(help="Context length: prompt plus answer, in tokens.")
+    ] = _DEFAULTS.max_model_len,
+    default_max_tokens: Annotated[
+        int,
+        typer.Option(help="Answer length when a request sets no max_tokens (ends with finish_reason stop)."),
+    ] = _DEFAULTS.default_max_tokens,
+    embedding_dim: Annotated[
+        int, typer.Option(help="Length of /v1/embeddings vectors.")
+    ] = _DEFAULTS.embedding_dim,
+    prompt_tokens_details: Annotated[
+        bool,
+        typer.Option(help="Report usage.prompt_tokens_details.cached_tokens, like vLLM's flag of that name."),
+    ] = _DEFAULTS.prompt_tokens_details,
+    legacy_metrics: Annotated[
+        bool, typer.Option(help="Serve vLLM's pre-0.9 metric names (gpu_cache_usage_perc, ...).")
+    ] = _DEFAULTS.legacy_metrics,
+    startup_delay: Annotated[
+        float, typer.Option(help="Seconds the engine is not ready: /health and the API answer 503.")
+    ] = _DEFAULTS.startup_delay_s,
+    fault: Annotated[
+        FaultMode, typer.Option(help="Fault to show from the start (switch it via POST /sim/fault).")
+    ] = (_DEFAULTS.fault),
+    fault_after: Annotated[
+        int, typer.Option(help="Requests served normally before the fault applies (exit-after: then exit).")
+    ] = _DEFAULTS.fault_after,
+    fault_stream_tokens: Annotated[
+        int, typer.Option(help="Tokens streamed before hang-stream or cut-stream acts.")
+    ] = _DEFAULTS.fault_stream_tokens,
+    hang_seconds: Annotated[
+        float, typer.Option(help="How long a hang fault holds a connection.")
+    ] = _DEFAULTS.hang_s,
+    admin_port: Annotated[
+        int | None,
+        typer.Option(help="Also serve /sim/* on this port (0: a free one); it stays open under refuse."),
+    ] = None,
+    max_recent: Annotated[
+        int, typer.Option(help="Finished requests kept for GET /sim/requests.")
+    ] = _DEFAULTS.recent_requests,
+) -> None:
+    """Run a simulated inference engine (vLLM, llama-server or SGLang flavored)."""
+    try:
+        options = SimOptions(
+            host=host,
+            port=port,
+            admin_port=admin_port,
+            models=tuple(model) if model else _DEFAULTS.models,
+            adapters=tuple(adapter or ()),
+            flavor=flavor,
+            seed=seed,
+            max_seqs=max_seqs,
+            block_size=block_size,
+            kv_blocks=kv_blocks,
+            max_model_len=max_model_len,
+            prefill_ms_per_token=prefill_ms_per_token,
+            decode_ms=decode_ms,
+            decode_ms_per_seq=decode_ms_per_seq,
+            time_scale=time_scale,
+            default_max_tokens=default_max_tokens,
+            embedding_dim=embedding_dim,
+            prompt_tokens_details=prompt_tokens_details,
+            legacy_metrics=legacy_metrics,
+            startup_delay_s=startup_delay,
+            fault=fault,
+            fault_after=fault_after,
+            fault_stream_tokens=fault_stream_tokens,
+            hang_s=hang_seconds,
+            recent_requests=max_recent,
+        )
+    except ValidationError as exc:
+        for problem in describe_validation_error(exc, SimOptions):
+            typer.echo(f"sim-engine: {problem}", err=True)
+        raise typer.Exit(code=2) from None
+    try:
+        run(options)
+    except OSError as exc:
+        typer.echo(f"sim-engine: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(code=2) from None

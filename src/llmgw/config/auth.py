@@ -1,0 +1,130 @@
+"""API keys, people and what they may spend on the client-facing port.
+
+Disabled unless asked for, so a gateway on a private network works before anyone has
+issued a key. Enabling it is the precondition for exposing the client port at all, and
+it brings in the SQLite store for keys, the tenancy tree and usage records.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field, field_validator, model_validator
+
+from llmgw.config.checks import Problem, refuse
+from llmgw.config.identity import OIDC, SCIM
+from llmgw.config.values import NonNegativeDuration, NonNegativeFloat, NonNegativeInt
+from llmgw.core.durations import format_duration
+from llmgw.core.strict import Strict
+
+BUDGET_PERIODS: tuple[str, ...] = ("day", "month")
+MIN_USAGE_RETENTION = timedelta(hours=24)
+
+
+class Price(Strict):
+    """Cost of a model, in millionths of a budget unit per 1000 tokens.
+
+    The unit means whatever the operator decides. Models run in-house have no list
+    price: charge GPU-seconds, an internal rate, or the same 1000 for every model so
+    that budgets behave as token quotas.
+    """
+
+    prompt_per_1k: NonNegativeInt = 0
+    """Per thousand prompt tokens."""
+    completion_per_1k: NonNegativeInt = 0
+    """Per thousand completion tokens."""
+
+
+class Personal(Strict):
+    """Use by an individual rather than through a project: their own keys and the chat
+    page. Allowed unless disabled. The limits below are shared by all of one person's
+    personal keys, and a limit set explicitly for that person replaces them."""
+
+    disabled: bool = False
+    """Turns personal use off; access then comes only through project membership."""
+    rpm: NonNegativeInt = 0
+    """Requests a minute; 0 is no limit of its own."""
+    tpm: NonNegativeInt = 0
+    """Tokens a minute; 0 is no limit of its own."""
+    budget: NonNegativeFloat = 0
+    """Whole units a person may spend each `period`; 0 is no budget."""
+    period: str = ""
+    """day or month; empty is month."""
+
+    @property
+    def effective_period(self) -> str:
+        return self.period or "month"
+
+    @field_validator("period")
+    @classmethod
+    def _known_period(cls, value: str) -> str:
+        if value not in ("", *BUDGET_PERIODS):
+            raise ValueError(f"{value!r} is not a budget period: use day or month")
+        return value
+
+
+class Auth(Strict):
+    """Client authentication, tenancy limits, budgets and usage accounting."""
+
+    enabled: bool = False
+    """Demands an API key on the client port."""
+    store: str = ""
+    """Path of the SQLite database for keys, tenancy and usage; needed once enabled."""
+    cache_ttl: NonNegativeDuration = timedelta(0)
+    """How long a key that checked out is cached before the store is consulted again.
+    It bounds how long a revoked key still works; shorter means more store reads."""
+    negative_ttl: NonNegativeDuration = timedelta(0)
+    """How long an unknown or revoked key stays cached as rejected, so a client retrying
+    with a bad key costs no database lookups."""
+    default_rpm: NonNegativeInt = 0
+    """Request rate (per minute) applied to keys that inherit no limit from their
+    organization, team or project. Any explicit limit, larger or smaller, takes
+    precedence. 0 means unlimited; leaving it so should be deliberate."""
+    default_tpm: NonNegativeInt = 0
+    """Tokens a minute, as `default_rpm`."""
+    signup_open: bool = False
+    """Offers a self-service sign-up page. New accounts stay pending until approved;
+    when closed, operators add people with `llmgw users create`."""
+    oidc: OIDC = Field(default_factory=OIDC)
+    scim: SCIM = Field(default_factory=SCIM)
+    max_key_ttl: NonNegativeDuration = timedelta(0)
+    """Upper bound on key lifetime, also used as the expiry of keys requested without
+    one. Lower bounds can be set per organization, team or project. 0: unbounded."""
+    personal: Personal = Field(default_factory=Personal)
+    pricing: dict[str, Price] = Field(default_factory=dict)
+    """Cost per model name, for budgets. A model not listed costs `default_price`."""
+    default_price: Price = Field(default_factory=Price)
+    flush_interval: NonNegativeDuration = timedelta(0)
+    """How often buffered usage records are written."""
+    batch_size: NonNegativeInt = 0
+    """How many usage records are written at once."""
+    buffer_size: NonNegativeInt = 0
+    """Usage records that may wait in memory. Beyond it new records are discarded (and
+    counted) instead of slowing requests: missing some accounting beats letting a slow
+    database stall traffic."""
+    usage_retention: NonNegativeDuration = timedelta(0)
+    """Retention of per-request records (the detail `llmgw ctl request` shows); 0 keeps
+    them indefinitely. Dashboards, totals and budgets use five-minute aggregates that
+    are kept regardless, so pruning only trims the largest table. Minimum 24h."""
+
+    @model_validator(mode="after")
+    def _store_and_retention(self) -> Auth:
+        problems: list[Problem] = []
+        if self.enabled and not self.store:
+            problems.append(
+                Problem(
+                    ("store",),
+                    "is empty but auth is on: give the SQLite database path, like /var/lib/llmgw/auth.db",
+                )
+            )
+        if timedelta(0) < self.usage_retention < MIN_USAGE_RETENTION:
+            problems.append(
+                Problem(
+                    ("usage_retention",),
+                    f"{format_duration(self.usage_retention)} is below the 24h minimum: "
+                    "raise it, or use 0s for unlimited retention",
+                    self.usage_retention,
+                )
+            )
+        refuse("Auth", problems)
+        return self

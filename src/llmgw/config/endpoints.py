@@ -1,0 +1,89 @@
+"""Static engine replicas for router-only mode.
+
+Used only when the file has no model with profiles, i.e. nothing gets placed: requests
+go straight to these addresses. This is how a quick test against simulated engines runs
+with no control plane at all.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, field_validator, model_validator
+
+from llmgw.config.checks import Problem, refuse
+from llmgw.config.values import NonNegativeFloat
+from llmgw.core.strict import Strict
+from llmgw.engines import ENGINES
+
+ENDPOINT_ENGINES: tuple[str, ...] = ENGINES
+
+
+class Endpoint(Strict):
+    """One engine replica."""
+
+    id: str = ""
+    """Names the replica in logs, metrics and the console; unique."""
+    url: str = ""
+    """The engine's base address, http:// or https://."""
+    api_key: str = ""
+    """Bearer token for engines that require one."""
+    models: tuple[str, ...] = ()
+    """The model names this replica answers for."""
+    engine: str = ""
+    """Engine type, which tells the scraper how its metrics are named; empty assumes vLLM."""
+    pool: str = ""
+    """Groups replicas for routing and the console; empty is the default pool."""
+    weight: NonNegativeFloat = 0
+    """Capacity relative to the others; 0 counts as 1."""
+    priority: int = 0
+    """Higher is preferred while it has room."""
+
+    @property
+    def effective_weight(self) -> float:
+        return self.weight or 1.0
+
+    @field_validator("engine")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value and value not in ENDPOINT_ENGINES:
+            raise ValueError(
+                f"{value!r} is not an engine llmgw reads metrics from: use {', '.join(ENDPOINT_ENGINES)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Endpoint:
+        problems: list[Problem] = []
+        if not self.id:
+            problems.append(Problem(("id",), "is required: name the replica, like sim-1"))
+        if not self.url:
+            problems.append(
+                Problem(("url",), "is required: the engine's address, like http://127.0.0.1:8001")
+            )
+        elif not self.url.startswith(("http://", "https://")):
+            problems.append(Problem(("url",), f"{self.url!r} has no http:// or https:// scheme: add it"))
+        if not self.models:
+            problems.append(Problem(("models",), "is empty: list at least one model this replica serves"))
+        refuse("Endpoint", problems)
+        return self
+
+
+def _distinct(endpoints: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
+    seen: dict[str, int] = {}
+    problems: list[Problem] = []
+    for i, endpoint in enumerate(endpoints):
+        if endpoint.id in seen:
+            problems.append(
+                Problem(
+                    (i, "id"),
+                    f"{endpoint.id!r} is already endpoints[{seen[endpoint.id]}]'s id: give each its own",
+                )
+            )
+        seen.setdefault(endpoint.id, i)
+    refuse("Endpoints", problems)
+    return endpoints
+
+
+Endpoints = Annotated[tuple[Endpoint, ...], AfterValidator(_distinct)]
+"""The static replica list, with distinct ids."""

@@ -1,0 +1,1 @@
+"""The control plane: placement, reconciliation and the facility it places into."""

@@ -1,0 +1,96 @@
+"""Durations written the way the settings have always been written: `30s`, `10m`,
+`1h30m`, `250ms`.
+
+A bare number is refused rather than guessed at: the seed's loader read `30` as thirty
+nanoseconds, and a timeout of thirty nanoseconds is an outage that looks like a config
+that loaded fine.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer
+
+_UNIT_SECONDS: dict[str, float] = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parses `1h30m`, `250ms`, `-5s` or `0`; raises ValueError naming the expected form."""
+    s = text.strip()
+    sign = 1.0
+    if s[:1] in "+-" and s:
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return timedelta(0)
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        m = _PART.match(s, pos)
+        if m is None:
+            raise ValueError(f"{text!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos == 0:
+        raise ValueError(f"{text!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+    return timedelta(seconds=sign * total)
+
+
+def format_duration(value: timedelta) -> str:
+    """Writes a duration the way `parse_duration` reads it, shortest form first:
+    `1h30m`, `90s` becomes `1m30s`, `0.25s` becomes `250ms`."""
+    micros = round(value / timedelta(microseconds=1))
+    if micros == 0:
+        return "0s"
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    if micros < 1_000_000:
+        if micros % 1000 == 0:
+            return f"{sign}{micros // 1000}ms"
+        return f"{sign}{micros}us"
+    hours, rest = divmod(micros, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    out = sign
+    if hours:
+        out += f"{hours}h"
+    if minutes:
+        out += f"{minutes}m"
+    if rest:
+        seconds = rest / 1_000_000
+        out += f"{seconds:g}s" if rest % 1_000_000 else f"{rest // 1_000_000}s"
+    return out
+
+
+def _coerce(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+    if isinstance(value, int | float):
+        if value == 0:
+            return timedelta(0)
+        raise ValueError(f"{value!r} has no unit: write it like {value}s, {value}m or {value}ms")
+    if isinstance(value, str):
+        return parse_duration(value)
+    raise ValueError(f"{value!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(_coerce),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+"""A `timedelta` field read from and written as `1h30m`."""

@@ -1,0 +1,181 @@
+"""The one exception hierarchy of llmgw.
+
+Every error llmgw raises on purpose derives from `LlmgwError`. Foreign exceptions (YAML
+parser, HTTP client, database driver, subprocess) are converted where they enter, with
+`raise ... from exc`, so the layers above deal in these types only:
+
+    LlmgwError
+      ConfigError          a configuration or catalog that cannot be used; carries every
+                           problem found, one sentence each, naming the field and the fix
+        CatalogError       the catalog part of it: a model definition that is refused
+      UpstreamError        talking to an engine replica failed (retryable on another one
+                           while nothing has been written to the client)
+        DialError          could not connect
+        UpstreamClosed     the replica closed the connection early
+        UpstreamProtocol   the replica answered something that is not HTTP
+        UpstreamStatus     the replica answered a status worth retrying (5xx, 429)
+        PhaseTimeout       one phase of the exchange ran past its bound; one subclass
+                           per phase (dial, response header, generation, first token,
+                           idle between chunks, total), each named in its message
+      ApiError             a refusal sent to an API client; its class carries the HTTP
+                           status and OpenAI's error type, so the status is chosen by
+                           type in one place (router/responses.py), never by reading text
+
+A message never carries a stack trace, an internal address or a credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class LlmgwError(Exception):
+    """Base of every error llmgw raises deliberately."""
+
+
+class ConfigError(LlmgwError):
+    """A configuration that cannot be loaded, with every problem found in it."""
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems) or ("the configuration is invalid",)
+        super().__init__("\n".join(self.problems))
+
+
+class CatalogError(ConfigError):
+    """A model definition the catalog refuses."""
+
+
+# --- talking to replicas -------------------------------------------------------------
+
+
+class UpstreamError(LlmgwError):
+    """A replica could not be used for this request; another one may be tried."""
+
+
+class DialError(UpstreamError):
+    """No connection could be made to the replica."""
+
+
+class UpstreamClosed(UpstreamError):
+    """The replica closed the connection before the answer was complete."""
+
+
+class UpstreamProtocol(UpstreamError):
+    """The replica's answer could not be read as HTTP."""
+
+
+class UpstreamStatus(UpstreamError):
+    """The replica answered with a status that another replica may not: 5xx or 429."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self.body = body
+        super().__init__(f"the replica answered {status}")
+
+
+class PhaseTimeout(UpstreamError):
+    """One phase of an exchange with a replica ran past its bound."""
+
+    phase = "request"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"the replica's {self.phase} took longer than {seconds:g}s")
+
+
+class DialTimeout(PhaseTimeout):
+    phase = "connection (router.timeouts.dial)"
+
+
+class HeaderTimeout(PhaseTimeout):
+    phase = "response headers (router.timeouts.response_header)"
+
+
+class GenerationTimeout(PhaseTimeout):
+    phase = "answer (router.timeouts.generation)"
+
+
+class FirstTokenTimeout(PhaseTimeout):
+    phase = "first token (router.timeouts.first_token)"
+
+
+class IdleTimeout(PhaseTimeout):
+    phase = "pause between tokens (router.timeouts.idle)"
+
+
+class TotalTimeout(PhaseTimeout):
+    phase = "whole answer (router.timeouts.total)"
+
+
+# --- refusals sent to API clients ----------------------------------------------------
+
+
+class ApiError(LlmgwError):
+    """A refusal in OpenAI's error shape. Subclasses fix the status and the type."""
+
+    status = 500
+    error_type = "server_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.message = message
+        self.param = param
+        self.code = code
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class BadRequest(ApiError):
+    status = 400
+    error_type = "invalid_request_error"
+
+
+class Unauthorized(ApiError):
+    status = 401
+    error_type = "authentication_error"
+
+
+class Forbidden(ApiError):
+    status = 403
+    error_type = "permission_error"
+
+
+class NotFound(ApiError):
+    status = 404
+    error_type = "not_found_error"
+
+
+class MethodNotAllowed(ApiError):
+    status = 405
+    error_type = "invalid_request_error"
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+    error_type = "invalid_request_error"
+
+
+class RateLimited(ApiError):
+    status = 429
+    error_type = "rate_limit_error"
+
+
+class NoCapacity(ApiError):
+    status = 503
+    error_type = "service_unavailable"
+
+
+class BadGateway(ApiError):
+    status = 502
+    error_type = "upstream_error"
+
+
+class GatewayTimeout(ApiError):
+    status = 504
+    error_type = "timeout_error"

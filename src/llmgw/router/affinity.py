@@ -1,0 +1,66 @@
+"""Session affinity: which endpoint a conversation was last sent to.
+
+A session that keeps going to the same replica finds its whole history in that
+replica's KV cache. The table maps a session id to the endpoint that last served it and
+when. It is bounded: past `max_sessions` the least recently used session is dropped,
+and an entry unused for `ttl` seconds is a miss (the replica has likely evicted that
+cache by then).
+
+Only `set` counts as a use: the router records where each request actually went, kept
+or moved, so a lookup alone never refreshes a session. Every time is `now`, monotonic
+seconds, passed in.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class SessionAffinity:
+    """Session id → endpoint, least recently used first."""
+
+    __slots__ = ("_entries", "_max_sessions", "_ttl")
+
+    def __init__(self, max_sessions: int, ttl: float) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"SessionAffinity max_sessions must be at least 1, got {max_sessions}")
+        if not ttl > 0:
+            raise ValueError(f"SessionAffinity ttl must be a positive number of seconds, got {ttl}")
+        self._max_sessions = max_sessions
+        self._ttl = ttl
+        # Ordered by last use, oldest first; values are (endpoint, last use).
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Sessions held, expired ones included until they are dropped."""
+        return len(self._entries)
+
+    def get(self, session: str, now: float) -> str | None:
+        """The endpoint `session` was last sent to, if that was less than `ttl` ago."""
+        entry = self._entries.get(session)
+        if entry is None:
+            return None
+        if entry[1] <= now - self._ttl:
+            del self._entries[session]
+            return None
+        return entry[0]
+
+    def set(self, session: str, endpoint: str, now: float) -> None:
+        """Record that `session` was just sent to `endpoint`."""
+        entries = self._entries
+        entries[session] = (endpoint, now)
+        entries.move_to_end(session)
+        while len(entries) > self._max_sessions:
+            entries.popitem(last=False)
+        # Expired entries gather at the old end; drop them while they are cheap to find.
+        cutoff = now - self._ttl
+        while entries:
+            oldest = next(iter(entries.values()))
+            if oldest[1] > cutoff:
+                break
+            entries.popitem(last=False)
+
+    def forget_endpoint(self, endpoint: str) -> None:
+        """Drop every session held by `endpoint` (a replica withdrawn). O(sessions)."""
+        for session in [s for s, (e, _) in self._entries.items() if e == endpoint]:
+            del self._entries[session]

@@ -1,0 +1,145 @@
+"""The client-facing OpenAI API, as an RSGI application served by granian.
+
+Why RSGI and granian rather than ASGI or aiohttp's server: the HTTP work happens in
+granian's Rust core and the Python side is called once per request with the body
+ready, which measured at less than half the per-request cost of aiohttp's server and
+uvicorn on this project's machine (bench/results/router-client-choice.md). The routes
+are few and fixed, so a dictionary dispatches them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable
+
+import orjson
+
+from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.router.catalog_view import ModelsView
+from llmgw.router.dispatch import Dispatcher
+from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.request import Kind, parse_request
+from llmgw.router.responses import JSON, api_error_response
+from llmgw.router.rsgi import HTTPProtocol, Scope
+from llmgw.router.targets import Target, TargetResolver, check_limits
+
+_GENERATION_ROUTES: dict[str, Kind] = {
+    "/v1/chat/completions": Kind.CHAT,
+    "/v1/completions": Kind.COMPLETIONS,
+    "/v1/embeddings": Kind.EMBEDDINGS,
+}
+_MAX_REQUEST_ID = 128
+
+
+class GatewayApp:
+    """The OpenAI routes: generation (chat, completions, embeddings) and model listing."""
+
+    def __init__(
+        self,
+        resolver: TargetResolver,
+        endpoints: EndpointRegistry,
+        dispatcher: Dispatcher,
+        models: ModelsView,
+        max_body_bytes: int,
+        session_header: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._resolver = resolver
+        self._endpoints = endpoints
+        self._dispatcher = dispatcher
+        self._models = models
+        self._max_body_bytes = max_body_bytes
+        self._session_header = session_header.lower()
+        self._clock = clock
+        self._id_prefix = os.urandom(4).hex()
+        self._ids = itertools.count(1)
+
+    async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
+        if scope.proto != "http":
+            return
+        path = scope.path
+        try:
+            kind = _GENERATION_ROUTES.get(path)
+            if kind is not None:
+                if scope.method != "POST":
+                    raise MethodNotAllowed(f"{path} takes POST")
+                await self._generate(scope, proto, kind)
+            elif path == "/v1/models" or path.startswith("/v1/models/"):
+                if scope.method != "GET":
+                    raise MethodNotAllowed(f"{path} takes GET")
+                self._list_models(proto, path)
+            elif path in ("/", "/health", "/healthz"):
+                proto.response_bytes(
+                    200, [("content-type", "text/plain")], b"llmgw: the OpenAI API is under /v1\n"
+                )
+            else:
+                raise NotFound(
+                    f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
+                )
+        except ApiError as error:
+            status, headers, body = api_error_response(error)
+            proto.response_bytes(status, headers, body)
+
+    def _request_id(self, scope: Scope) -> str:
+        given = scope.headers.get("x-request-id")
+        if given and len(given) <= _MAX_REQUEST_ID and given.isprintable():
+            return str(given)
+        return f"{self._id_prefix}-{next(self._ids)}"
+
+    async def _read_body(self, scope: Scope, proto: HTTPProtocol) -> bytes:
+        limit = self._max_body_bytes
+        declared = scope.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise BadRequest("content-length is not a number")
+            if int(declared) > limit:
+                raise PayloadTooLarge(
+                    f"the request body is {declared} bytes; this gateway takes at most {limit} "
+                    "(router.max_body_bytes)",
+                    code="body_too_large",
+                )
+            return await proto()
+        parts: list[bytes] = []
+        size = 0
+        async for part in proto:
+            size += len(part)
+            if size > limit:
+                raise PayloadTooLarge(
+                    f"the request body is over {limit} bytes (router.max_body_bytes)", code="body_too_large"
+                )
+            parts.append(part)
+        return b"".join(parts)
+
+    async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
+        started = self._clock()
+        raw = await self._read_body(scope, proto)
+        request = parse_request(kind, raw)
+        session = scope.headers.get(self._session_header)
+        if session:
+            request.session = str(session)
+        routable = bool(self._endpoints.for_model(request.model))
+        target = self._resolver.resolve(request.model, routable=routable)
+        check_limits(request, target)
+        chain: list[Target] = [target]
+        for name in target.fallbacks:
+            fallback = self._resolver.fallback(name)
+            if fallback is not None:
+                chain.append(fallback)
+        await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
+
+    def _list_models(self, proto: HTTPProtocol, path: str) -> None:
+        if path == "/v1/models":
+            body = orjson.dumps({"object": "list", "data": self._models.list()})
+        else:
+            name = path[len("/v1/models/") :]
+            entry = self._models.get(name)
+            if entry is None:
+                raise NotFound(
+                    f"model {name!r} does not exist here: GET /v1/models lists the models you can use",
+                    param="model",
+                    code="model_not_found",
+                )
+            body = orjson.dumps(entry)
+        proto.response_bytes(200, [("content-type", JSON)], body)

@@ -1,0 +1,251 @@
+"""Serving one generation request: tries across replicas, breakers, fallbacks, relay.
+
+For the requested model and then each of its fallbacks in order, up to
+`router.retries` further replicas are tried after the first, each chosen by the picker
+among those whose breaker allows it and that were not tried yet. A try that fails
+before the first byte reaches the client (connect error, 5xx, 429, a phase timeout)
+counts against its replica's breaker and moves on. Once a stream has begun, a failure
+ends it with an error event: the client is never handed a truncated answer as if it
+were whole. Every answer says which model and which replica served it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from llmgw.errors import IdleTimeout, NoCapacity, TotalTimeout, UpstreamError
+from llmgw.router.endpoints import Endpoint, EndpointRegistry
+from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
+from llmgw.router.metrics import GatewayMetrics
+from llmgw.router.picker import Picker
+from llmgw.router.request import ClientRequest
+from llmgw.router.responses import as_api_error, stream_error_event
+from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed
+from llmgw.router.sse import SseRelay
+from llmgw.router.targets import Target
+from llmgw.router.usage import UsageRecord, UsageSink
+
+_EVENT_STREAM = "text/event-stream"
+
+
+class Dispatcher:
+    """Forwards generation requests; one per gateway process."""
+
+    def __init__(
+        self,
+        endpoints: EndpointRegistry,
+        picker: Picker,
+        metrics: GatewayMetrics,
+        usage: UsageSink,
+        limits: PhaseLimits,
+        retries: int,
+        inject_usage: bool,
+        retry_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._endpoints = endpoints
+        self._picker = picker
+        self._metrics = metrics
+        self._usage = usage
+        self._limits = limits
+        self._retries = retries
+        self._inject_usage = inject_usage
+        self._retry_after = retry_after
+        self._clock = clock
+
+    async def serve(
+        self,
+        proto: HTTPProtocol,
+        request: ClientRequest,
+        chain: list[Target],
+        request_id: str,
+        started: float,
+    ) -> None:
+        """Answers `request` from the first target in `chain` that can; raises ApiError
+        when none could before anything was sent."""
+        rid = request_id.encode()
+        last_error: UpstreamError | None = None
+        first = chain[0]
+        for target in chain:
+            tried: set[str] = set()
+            for attempt in range(self._retries + 1):
+                now = self._clock()
+                candidates = [
+                    e
+                    for e in self._endpoints.for_model(target.model)
+                    if e.id not in tried and e.breaker.available(now)
+                ]
+                if not candidates:
+                    break
+                endpoint, _ = self._picker.pick(
+                    candidates, request.prompt, request.session, target.routing_profile, now
+                )
+                tried.add(endpoint.id)
+                if attempt:
+                    self._metrics.retried(first.model)
+                budget = started + self._limits.total - now
+                if budget <= 0:
+                    raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
+                try:
+                    done = await self._try(proto, request, target, endpoint, rid, started, budget)
+                except UpstreamError as exc:
+                    last_error = exc
+                    self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
+                    continue
+                if done and target is not first:
+                    self._metrics.fell_back(first.model, target.model)
+                if done:
+                    return
+        if last_error is None:
+            raise NoCapacity(
+                f"model {first.model!r} has no replica available right now; try again shortly",
+                code="no_capacity",
+                retry_after=self._retry_after,
+            )
+        raise as_api_error(last_error, first.model, self._retry_after)
+
+    def _headers(
+        self, request_id: str, target: Target, endpoint: Endpoint, content_type: str
+    ) -> list[tuple[str, str]]:
+        return [
+            ("content-type", content_type),
+            ("x-request-id", request_id),
+            ("x-llmgw-model", target.model),
+            ("x-llmgw-replica", endpoint.id),
+        ]
+
+    async def _try(
+        self,
+        proto: HTTPProtocol,
+        request: ClientRequest,
+        target: Target,
+        endpoint: Endpoint,
+        rid: bytes,
+        started: float,
+        budget: float,
+    ) -> bool:
+        """One try; True once the client has been answered. Raises UpstreamError when
+        the try failed before anything was sent."""
+        name = endpoint.spec.upstream_model or target.engine_model
+        body = request.body_for(name, ask_usage=self._inject_usage)
+        head = request_head(endpoint, request.kind.path, len(body), rid)
+        now = self._clock()
+        endpoint.inflight += 1
+        endpoint.breaker.begin(now)
+        try:
+            try:
+                result: Answer | OpenStream
+                if request.stream:
+                    result = await open_stream(endpoint, head, body, self._limits, budget)
+                else:
+                    result = await fetch(endpoint, head, body, self._limits, budget)
+            except UpstreamError:
+                endpoint.breaker.failed(self._clock())
+                raise
+            except BaseException:
+                endpoint.breaker.abandoned(self._clock())
+                raise
+            endpoint.breaker.succeeded()
+            request_id = rid.decode()
+            if isinstance(result, Answer):
+                proto.response_bytes(
+                    result.status,
+                    self._headers(request_id, target, endpoint, result.content_type),
+                    result.body,
+                )
+                finished = self._clock()
+                self._metrics.answered(target.model, result.status, finished - started)
+                self._usage.record(
+                    UsageRecord(
+                        request_id,
+                        target.model,
+                        endpoint.id,
+                        result.status,
+                        False,
+                        result.body if result.status == 200 else None,
+                        started,
+                        None,
+                        finished,
+                    )
+                )
+                return True
+            await self._relay(proto, request, target, endpoint, result, request_id, started)
+            return True
+        finally:
+            endpoint.inflight -= 1
+
+    async def _relay(
+        self,
+        proto: HTTPProtocol,
+        request: ClientRequest,
+        target: Target,
+        endpoint: Endpoint,
+        stream: OpenStream,
+        request_id: str,
+        started: float,
+    ) -> None:
+        """Forwards a begun stream to the client as it arrives."""
+        first_byte = self._clock()
+        self._metrics.first_token(target.model, first_byte - started)
+        relay = SseRelay(strip_usage=not request.wants_usage)
+        conn = stream.conn
+        headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
+        headers.append(("cache-control", "no-cache"))
+        transport = proto.response_stream(200, headers)
+        loop = asyncio.get_running_loop()
+        # The total bound counts from the request's arrival, in the loop's clock.
+        deadline = loop.time() + (started + self._limits.total - self._clock())
+        idle = self._limits.idle
+        status = 200
+        try:
+            out = relay.feed(stream.first)
+            if out:
+                await transport.send_bytes(out)
+            async with asyncio.timeout(min(loop.time() + idle, deadline)) as bound:
+                while (chunk := await conn.read_chunk()) is not None:
+                    out = relay.feed(chunk)
+                    if out:
+                        await transport.send_bytes(out)
+                    bound.reschedule(min(loop.time() + idle, deadline))
+            rest = relay.flush()
+            if rest:
+                await transport.send_bytes(rest)
+            if not relay.done:
+                raise UpstreamError("the replica ended the stream without its closing [DONE] event")
+            endpoint.pool.release(conn)
+        except ProtocolClosed:
+            # The client left: closing the replica's connection makes it stop generating.
+            conn.close()
+            status = 499
+        except (UpstreamError, TimeoutError) as exc:
+            conn.close()
+            error: Exception = exc
+            if isinstance(exc, TimeoutError):
+                error = TotalTimeout(self._limits.total) if loop.time() >= deadline else IdleTimeout(idle)
+            status = 502
+            self._metrics.stream_interrupted(target.model)
+            self._metrics.upstream_failed(endpoint.id, type(error).__name__)
+            endpoint.breaker.failed(self._clock())
+            with contextlib.suppress(ProtocolClosed):
+                await transport.send_bytes(stream_error_event(error))
+        except BaseException:
+            conn.close()
+            raise
+        finished = self._clock()
+        self._metrics.answered(target.model, status, finished - started)
+        self._usage.record(
+            UsageRecord(
+                request_id,
+                target.model,
+                endpoint.id,
+                status,
+                True,
+                relay.usage_event,
+                started,
+                first_byte,
+                finished,
+            )
+        )

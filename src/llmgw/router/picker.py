@@ -1,0 +1,126 @@
+"""Choosing the replica for one request: the routing profiles.
+
+`chat` (the default) keeps a conversation where its cache is (session affinity on
+`router.session_header`, held while that replica's load stays within
+`session_load_factor` of the best), then follows the prompt's longest recently served
+prefix (the approximate prefix tree, when `router.prefix.enabled`) unless the replicas'
+in-flight counts are out of balance by both guards, and otherwise takes the least
+loaded. `least_load` only takes the least loaded; `round_robin` only takes turns.
+
+Replicas of a higher `priority` are preferred while any of them is below target load;
+when all are at or past it, lower ones share the load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmgw.router.affinity import SessionAffinity
+from llmgw.router.balance import imbalanced, session_holds
+from llmgw.router.endpoints import Endpoint
+from llmgw.router.prefix_tree import PrefixTree
+from llmgw.router.scoring import ScoringTargets, load_score
+
+ROUTING_PROFILES: tuple[str, ...] = ("chat", "least_load", "round_robin")
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRules:
+    """`router.prefix` in plain numbers."""
+
+    min_match: int
+    match_ratio: float
+    balance_abs: float
+    balance_rel: float
+
+
+class Picker:
+    """Picks a replica among candidates the breakers allow."""
+
+    def __init__(
+        self,
+        targets: ScoringTargets,
+        affinity: SessionAffinity,
+        tree: PrefixTree | None,
+        prefix_rules: PrefixRules,
+    ) -> None:
+        self._targets = targets
+        self._affinity = affinity
+        self._tree = tree
+        self._rules = prefix_rules
+        self._turn = 0
+
+    def forget(self, endpoint_id: str) -> None:
+        """A withdrawn replica: nothing should be routed to it by memory."""
+        self._affinity.forget_endpoint(endpoint_id)
+        if self._tree is not None:
+            self._tree.remove_endpoint(endpoint_id)
+
+    def pick(
+        self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
+    ) -> tuple[Endpoint, str]:
+        """The replica for this request and why it was chosen; `candidates` is non-empty."""
+        if len(candidates) == 1:
+            chosen, why = candidates[0], "only"
+        elif profile == "round_robin":
+            self._turn += 1
+            chosen, why = candidates[self._turn % len(candidates)], "round_robin"
+        else:
+            chosen, why = self._by_load(candidates, prompt, session, profile, now)
+        if profile == "chat":
+            if session:
+                self._affinity.set(session, chosen.id, now)
+            if self._tree is not None and prompt:
+                self._tree.insert(prompt, chosen.id, now)
+        return chosen, why
+
+    def _by_load(
+        self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
+    ) -> tuple[Endpoint, str]:
+        targets = self._targets
+        scores = {e.id: load_score(e, targets, now) for e in candidates}
+        pool = _preferred_tier(candidates, scores)
+        best = self._least(pool, scores)
+        if profile != "chat":
+            return best, "load"
+        if session:
+            held_id = self._affinity.get(session, now)
+            if held_id is not None and held_id in scores:
+                held = next(e for e in candidates if e.id == held_id)
+                if session_holds(scores[held_id], scores[best.id], targets.session_load_factor):
+                    return held, "session"
+        if self._tree is not None and prompt:
+            match = self._tree.match(prompt, now)
+            rules = self._rules
+            if (
+                match.longest >= rules.min_match
+                and match.longest >= rules.match_ratio * len(prompt)
+                and match.by_endpoint
+                and not imbalanced([float(e.inflight) for e in pool], rules.balance_abs, rules.balance_rel)
+            ):
+                top = max(match.by_endpoint.get(e.id, 0) for e in pool)
+                if top > 0:
+                    holders = [e for e in pool if match.by_endpoint.get(e.id, 0) == top]
+                    return self._least(holders, scores), "prefix"
+        return best, "load"
+
+    def _least(self, pool: Sequence[Endpoint], scores: dict[str, float]) -> Endpoint:
+        """The lowest score; ties go round in turn, so equal replicas share the load."""
+        low = min(scores[e.id] for e in pool)
+        tied = [e for e in pool if scores[e.id] == low]
+        if len(tied) == 1:
+            return tied[0]
+        self._turn += 1
+        return tied[self._turn % len(tied)]
+
+
+def _preferred_tier(candidates: Sequence[Endpoint], scores: dict[str, float]) -> Sequence[Endpoint]:
+    """The highest-priority replicas while any of them is below target, else all."""
+    top = max(e.spec.priority for e in candidates)
+    if all(e.spec.priority == top for e in candidates):
+        return candidates
+    tier = [e for e in candidates if e.spec.priority == top]
+    if any(scores[e.id] < 1.0 for e in tier):
+        return tier
+    return candidates

@@ -1,0 +1,167 @@
+"""What the gateway reads of a client's request: just enough to route it.
+
+The body is decoded once (orjson) to find the model, whether to stream, the output
+bound, and the prompt text the prefix tree keys on. Everything else is forwarded
+untouched, as the bytes the client sent, unless the gateway must change the body
+(rename the model for an adapter or an external provider, ask for usage).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from llmgw.errors import BadRequest
+
+# A token is rarely longer than this many characters of prompt; dividing by it gives a
+# count the prompt cannot be under, so a prompt refused on it is over-long for certain.
+# Closer estimates are the engine's business: it tokenizes, and its refusal is passed on.
+CHARS_PER_TOKEN_CEILING = 6
+
+
+class Kind(enum.StrEnum):
+    """The OpenAI routes the gateway forwards."""
+
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+    EMBEDDINGS = "embeddings"
+
+    @property
+    def path(self) -> bytes:
+        return _PATHS[self]
+
+
+_PATHS = {
+    Kind.CHAT: b"/v1/chat/completions",
+    Kind.COMPLETIONS: b"/v1/completions",
+    Kind.EMBEDDINGS: b"/v1/embeddings",
+}
+
+
+@dataclass(slots=True)
+class ClientRequest:
+    """A decoded request, with the few fields routing needs lifted out."""
+
+    kind: Kind
+    body: dict[str, Any]
+    raw: bytes
+    model: str
+    stream: bool
+    wants_usage: bool
+    max_tokens: int | None
+    prompt: str
+    session: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def prompt_token_floor(self) -> int:
+        """A number of prompt tokens the prompt is certainly not under."""
+        return len(self.prompt) // CHARS_PER_TOKEN_CEILING
+
+    def body_for(self, model_name: str | None, *, ask_usage: bool) -> bytes:
+        """The body to send a replica: the client's own bytes unless something changes."""
+        rename = model_name is not None and model_name != self.model
+        add_usage = ask_usage and self.stream and not self.wants_usage
+        if not rename and not add_usage:
+            return self.raw
+        body = dict(self.body)
+        if rename:
+            body["model"] = model_name
+        if add_usage:
+            options = body.get("stream_options")
+            body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        return orjson.dumps(body)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _chat_prompt(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages is required: a non-empty list of chat messages", param="messages")
+    parts: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest(f"messages[{index}] needs a role and content", param=f"messages[{index}]")
+        parts.append(message["role"])
+        parts.append("\n")
+        parts.append(_text_of(message.get("content")))
+        parts.append("\n")
+    return "".join(parts)
+
+
+def _completion_prompt(body: dict[str, Any]) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return "\n".join(prompt)
+    if isinstance(prompt, list) and prompt:
+        return ""  # token ids: nothing for the prefix tree to key on
+    raise BadRequest("prompt is required: a string or a list of strings", param="prompt")
+
+
+def _embedding_input(body: dict[str, Any]) -> str:
+    value = body.get("input")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value:
+        return "\n".join(v for v in value if isinstance(v, str))
+    raise BadRequest("input is required: a string or a list of strings", param="input")
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadRequest(f"{key} must be a whole number of at least 1", param=key)
+        return value
+    return None
+
+
+def parse_request(kind: Kind, raw: bytes) -> ClientRequest:
+    """Decodes a request body; refuses malformed JSON and missing fields with 400."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("model is required: name one of the models listed at /v1/models", param="model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be true or false", param="stream")
+    if kind is Kind.CHAT:
+        prompt = _chat_prompt(body)
+    elif kind is Kind.COMPLETIONS:
+        prompt = _completion_prompt(body)
+    else:
+        prompt = _embedding_input(body)
+        stream = False
+    options = body.get("stream_options")
+    wants_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    return ClientRequest(
+        kind=kind,
+        body=body,
+        raw=raw,
+        model=model,
+        stream=stream,
+        wants_usage=wants_usage,
+        max_tokens=_max_tokens(body) if kind is not Kind.EMBEDDINGS else None,
+        prompt=prompt,
+    )

@@ -1,0 +1,54 @@
+"""Errors as API clients receive them: OpenAI's envelope, the status chosen by the
+exception's type, here and nowhere else.
+
+A replica's own refusal (its 400 for a prompt it will not take) is passed through as
+the replica wrote it; what is built here is the gateway's own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import orjson
+
+from llmgw.errors import ApiError, GatewayTimeout, NoCapacity, PhaseTimeout, UpstreamError
+
+JSON = "application/json"
+
+
+def error_body(message: str, error_type: str, *, param: str | None = None, code: str | None = None) -> bytes:
+    """OpenAI's error envelope."""
+    return orjson.dumps({"error": {"message": message, "type": error_type, "param": param, "code": code}})
+
+
+def api_error_response(error: ApiError) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers and body for a refusal."""
+    headers = [("content-type", JSON)]
+    if error.retry_after is not None:
+        headers.append(("retry-after", str(max(1, math.ceil(error.retry_after)))))
+    return (
+        error.status,
+        headers,
+        error_body(error.message, error.error_type, param=error.param, code=error.code),
+    )
+
+
+def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiError:
+    """What a client is told when every try for its request failed before an answer began."""
+    if isinstance(error, PhaseTimeout):
+        return GatewayTimeout(
+            f"model {model!r}: the replica did not answer in time: {error}", code="upstream_timeout"
+        )
+    return NoCapacity(
+        f"model {model!r}: no replica could take the request ({error}); try again shortly",
+        code="no_capacity",
+        retry_after=retry_after,
+    )
+
+
+def stream_error_event(error: Exception) -> bytes:
+    """The last event of a stream that broke after it began: an error in OpenAI's shape,
+    so the client knows the answer is incomplete rather than taking it for a whole one."""
+    kind = "timeout_error" if isinstance(error, PhaseTimeout) else "upstream_error"
+    body = error_body(f"the answer was cut off: {error}", kind, code="stream_interrupted")
+    return b"data: " + body + b"\n\n"

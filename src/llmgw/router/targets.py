@@ -1,0 +1,105 @@
+"""From the name a client sent to what the gateway routes: a `Target`.
+
+A client may name a model, one of its aliases, or an adapter (a LoRA served on a
+model's replicas, asked for like a model). Each resolves to the model whose replicas
+serve it, the name to send those replicas, the limits to check before sending, and the
+chain of fallbacks to try when the model cannot answer. Fallbacks were resolved when
+the catalog was built, so a typo there stopped the deployment rather than an outage.
+
+In router-only mode a replica may also list a name the catalog does not have; it is
+routed as it is, with nothing to check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmgw.catalog import Catalog, Model
+from llmgw.errors import BadRequest, NotFound
+from llmgw.router.request import ClientRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What one request is routed as."""
+
+    model: str
+    """The canonical model whose replicas serve it: the name metrics and headers use."""
+    engine_model: str
+    """The name the replicas know it by: the model's own, or the adapter's."""
+    routing_profile: str
+    context_length: int = 0
+    max_output: int = 0
+    fallbacks: tuple[str, ...] = ()
+    external: bool = False
+
+
+class TargetResolver:
+    """Resolves client names against the catalog and the published replicas."""
+
+    def __init__(self, catalog: Catalog, default_profile: str) -> None:
+        self._catalog = catalog
+        self._default_profile = default_profile
+
+    def _for_model(self, model: Model, engine_model: str) -> Target:
+        return Target(
+            model=model.name,
+            engine_model=engine_model,
+            routing_profile=model.routing_profile or self._default_profile,
+            context_length=model.context_length,
+            max_output=model.max_output,
+            fallbacks=tuple(model.fallbacks),
+            external=model.is_external,
+        )
+
+    def resolve(self, name: str, *, routable: bool) -> Target:
+        """The target for `name`; `routable` says whether some replica lists the bare
+        name, which is enough in router-only mode. Unknown names are 404."""
+        model = self._catalog.resolve(name)
+        if model is not None and not model.is_guard:
+            return self._for_model(model, model.name)
+        found = self._catalog.resolve_adapter(name)
+        if found is not None:
+            base, adapter, _ = found
+            return self._for_model(base, adapter.name)
+        if routable and model is None:
+            return Target(model=name, engine_model=name, routing_profile=self._default_profile)
+        raise NotFound(
+            f"model {name!r} does not exist here: GET /v1/models lists the models you can use",
+            param="model",
+            code="model_not_found",
+        )
+
+    def fallback(self, name: str) -> Target | None:
+        model = self._catalog.resolve(name)
+        return None if model is None else self._for_model(model, model.name)
+
+
+def check_limits(request: ClientRequest, target: Target) -> None:
+    """Refuses, before any replica is asked, what the model's declared limits cannot take."""
+    wanted = request.max_tokens
+    if target.max_output and wanted is not None and wanted > target.max_output:
+        raise BadRequest(
+            f"max_tokens {wanted} is more than model {target.model!r} writes in one answer "
+            f"({target.max_output}): ask for at most {target.max_output}",
+            param="max_tokens",
+            code="max_tokens_too_large",
+        )
+    if not target.context_length:
+        return
+    floor = request.prompt_token_floor
+    if wanted is not None and floor + wanted > target.context_length:
+        raise BadRequest(
+            f"the prompt (at least {floor} tokens) and max_tokens {wanted} do not fit model "
+            f"{target.model!r}'s context of {target.context_length} tokens: "
+            "shorten the prompt or lower max_tokens",
+            param="messages" if request.kind == "chat" else "prompt",
+            code="context_length_exceeded",
+        )
+    if floor > target.context_length:
+        raise BadRequest(
+            f"the prompt (at least {floor} tokens) is longer than model {target.model!r}'s context of "
+            f"{target.context_length} tokens: shorten it",
+            param="messages" if request.kind == "chat" else "prompt",
+            code="context_length_exceeded",
+        )

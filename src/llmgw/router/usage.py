@@ -1,0 +1,110 @@
+"""Usage read off the request path.
+
+The request path hands over the raw bytes that carry usage (a whole non-streaming
+answer, or a stream's usage event) and moves on; a background task decodes them in
+batches and feeds the token counters (and, with auth, the usage store). The hand-over
+queue is bounded: when it is full a record is dropped and counted, because a stalled
+accountant must never become a stalled request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter
+
+from llmgw.router.metrics import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class UsageRecord:
+    """One answered request, as the request path saw it."""
+
+    request_id: str
+    model: str
+    endpoint: str
+    status: int
+    stream: bool
+    usage_bytes: bytes | None
+    started: float
+    first_byte: float | None
+    finished: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    prompt: int
+    completion: int
+
+
+def read_tokens(data: bytes | None) -> Tokens | None:
+    """The usage in an answer or a usage event, if it carries one."""
+    if not data:
+        return None
+    try:
+        decoded = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    usage = decoded.get("usage") if isinstance(decoded, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return Tokens(prompt, completion)
+
+
+class UsageSink:
+    """A bounded queue of records and the task that drains it."""
+
+    def __init__(self, metrics: GatewayMetrics, registry: CollectorRegistry, capacity: int = 65536) -> None:
+        self._metrics = metrics
+        self._queue: deque[UsageRecord] = deque()
+        self._capacity = capacity
+        self._wake = asyncio.Event()
+        self._dropped = Counter(
+            "llmgw_usage_records_dropped",
+            "Usage records dropped because the accounting queue was full.",
+            registry=registry,
+        )
+        self.consumers: list[Callable[[UsageRecord, Tokens | None], None]] = []
+
+    def record(self, record: UsageRecord) -> None:
+        """Hands a record over; never blocks."""
+        if len(self._queue) >= self._capacity:
+            self._dropped.inc()
+            return
+        self._queue.append(record)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def drain(self) -> int:
+        """Accounts for everything queued now; returns how many records."""
+        count = 0
+        while self._queue:
+            record = self._queue.popleft()
+            tokens = read_tokens(record.usage_bytes)
+            if tokens is not None:
+                self._metrics.tokens(record.model, tokens.prompt, tokens.completion)
+            for consumer in self.consumers:
+                try:
+                    consumer(record, tokens)
+                except Exception:  # a consumer's bug must not stop accounting for the rest
+                    log.exception("usage consumer failed")
+            count += 1
+        return count
+
+    async def run(self, interval: float = 0.05) -> None:
+        """Drains the queue whenever records arrive, at most every `interval` seconds."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.drain()
+            await asyncio.sleep(interval)

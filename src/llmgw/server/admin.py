@@ -1,0 +1,46 @@
+"""The admin listener's RSGI application: health, readiness and metrics.
+
+`/healthz` answers while the process serves at all; `/readyz` once the gateway has
+what it needs to route (its first round of replica scrapes is done), so a load
+balancer adds it only then. `/metrics` is the Prometheus page; the same application
+serves `metrics_listen`, where only `/metrics` is mounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from llmgw.router.responses import error_body
+from llmgw.router.rsgi import HTTPProtocol, Scope
+
+
+class AdminApp:
+    """Health, readiness and metrics; metrics only when `metrics_only`."""
+
+    def __init__(
+        self, registry: CollectorRegistry, ready: Callable[[], bool], *, metrics_only: bool = False
+    ) -> None:
+        self._registry = registry
+        self._ready = ready
+        self._metrics_only = metrics_only
+
+    async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
+        if scope.proto != "http":
+            return
+        path = scope.path
+        if path == "/metrics":
+            proto.response_bytes(
+                200, [("content-type", CONTENT_TYPE_LATEST)], generate_latest(self._registry)
+            )
+        elif path == "/healthz" and not self._metrics_only:
+            proto.response_bytes(200, [("content-type", "text/plain")], b"ok\n")
+        elif path == "/readyz" and not self._metrics_only:
+            if self._ready():
+                proto.response_bytes(200, [("content-type", "text/plain")], b"ready\n")
+            else:
+                proto.response_bytes(503, [("content-type", "text/plain")], b"not ready\n")
+        else:
+            body = error_body(f"{path} is not served here", "not_found_error", code="unknown_route")
+            proto.response_bytes(404, [("content-type", "application/json")], body)

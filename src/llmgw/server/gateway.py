@@ -1,0 +1,135 @@
+"""Building the gateway's parts from the settings, and running them.
+
+Everything the request path uses is created here, once, and passed in: the upstream
+client and its pools, the endpoint registry, the picker with its prefix tree and
+session table, the dispatcher, the metrics registry. Nothing is a module global, so
+a test builds as many gateways as it likes in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from prometheus_client import CollectorRegistry
+
+from llmgw.config import Settings
+from llmgw.router.affinity import SessionAffinity
+from llmgw.router.app import GatewayApp
+from llmgw.router.catalog_view import ModelsView
+from llmgw.router.dispatch import Dispatcher
+from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.forward import PhaseLimits
+from llmgw.router.metrics import EndpointCollector, GatewayMetrics
+from llmgw.router.picker import Picker, PrefixRules
+from llmgw.router.prefix_tree import PrefixTree
+from llmgw.router.scoring import ScoringTargets
+from llmgw.router.scraper import Scraper
+from llmgw.router.targets import TargetResolver
+from llmgw.router.usage import UsageSink
+from llmgw.server.admin import AdminApp
+from llmgw.server.endpoints_static import static_specs
+from llmgw.upstream import UpstreamClient
+
+log = logging.getLogger(__name__)
+
+# A phase bound of 0 means "no bound"; in arithmetic that is a very long time.
+_UNBOUNDED_SECONDS = 10.0 * 365 * 24 * 3600
+# How many sessions affinity remembers, and for how long without a request.
+_MAX_SESSIONS = 100_000
+_SESSION_TTL_SECONDS = 3600.0
+
+
+def _seconds(value: timedelta, *, zero_is_unbounded: bool = True) -> float:
+    seconds = value.total_seconds()
+    return _UNBOUNDED_SECONDS if seconds <= 0 and zero_is_unbounded else seconds
+
+
+class Gateway:
+    """The request path's parts, built from settings."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+        router = settings.router
+        self.settings = settings
+        self.clock = clock
+        self.catalog = settings.catalog()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.metrics = GatewayMetrics(self.registry)
+        self.client = UpstreamClient()
+        self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
+        self.endpoints.publish(static_specs(settings))
+        self.registry.register(EndpointCollector(self.endpoints, clock))
+        prefix = router.prefix
+        tree = (
+            PrefixTree(prefix.effective_max_nodes, _seconds(prefix.effective_ttl)) if prefix.enabled else None
+        )
+        self.picker = Picker(
+            ScoringTargets(
+                target_waiting=router.scoring.target_waiting,
+                target_inflight=router.scoring.target_inflight,
+                kv_ceiling=router.scoring.kv_ceiling,
+                session_load_factor=router.scoring.session_load_factor,
+                stale_after=_seconds(router.stale_after),
+            ),
+            SessionAffinity(_MAX_SESSIONS, _SESSION_TTL_SECONDS),
+            tree,
+            PrefixRules(
+                min_match=prefix.effective_min_match,
+                match_ratio=prefix.effective_match_ratio,
+                balance_abs=prefix.effective_balance_abs,
+                balance_rel=prefix.effective_balance_rel,
+            ),
+        )
+        self.usage = UsageSink(self.metrics, self.registry)
+        timeouts = router.timeouts
+        self.dispatcher = Dispatcher(
+            self.endpoints,
+            self.picker,
+            self.metrics,
+            self.usage,
+            PhaseLimits(
+                dial=_seconds(timeouts.dial),
+                response_header=_seconds(timeouts.response_header),
+                generation=timeouts.generation.total_seconds(),
+                first_token=_seconds(timeouts.first_token),
+                idle=_seconds(timeouts.idle),
+                total=_seconds(timeouts.total),
+            ),
+            retries=router.retries,
+            inject_usage=router.inject_usage,
+            retry_after=max(1.0, router.cooldown.total_seconds()),
+            clock=clock,
+        )
+        self.scraper = Scraper(
+            self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
+        )
+        self.app = GatewayApp(
+            TargetResolver(self.catalog, router.default_profile),
+            self.endpoints,
+            self.dispatcher,
+            ModelsView(self.catalog, self.endpoints),
+            router.max_body_bytes,
+            router.session_header,
+            clock,
+        )
+        self.admin = AdminApp(self.registry, self.ready)
+        self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
+
+    def ready(self) -> bool:
+        """Ready once the replicas have been asked for their load at least once."""
+        return self.scraper.rounds > 0
+
+    async def background(self) -> list[asyncio.Task[None]]:
+        """Starts the loops the request path relies on: scraping and usage accounting."""
+        await self.scraper.scrape_all()
+        return [
+            asyncio.create_task(self.scraper.run(), name="scraper"),
+            asyncio.create_task(self.usage.run(), name="usage"),
+        ]
+
+    def close(self) -> None:
+        self.usage.drain()
+        self.client.close()

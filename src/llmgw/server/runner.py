@@ -1,0 +1,74 @@
+"""Running the gateway: its listeners in one event loop, until told to stop.
+
+The client port, the admin port and the optional metrics port are granian servers
+embedded in this process's asyncio loop (uvloop), beside the background loops
+(scraping, accounting), so all of them share the gateway's state without locks.
+SIGTERM and SIGINT stop it: listeners close, requests in flight finish, usage
+already handed over is accounted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from granian.constants import HTTPModes, Interfaces
+from granian.server.embed import Server
+
+from llmgw.config import Settings
+from llmgw.server.gateway import Gateway
+from llmgw.server.listen import split_listen
+
+log = logging.getLogger(__name__)
+
+
+def _server(app: Any, address: str, field: str, backpressure: int | None) -> Server:
+    host, port = split_listen(address, field)
+    return Server(
+        app,
+        address=host,
+        port=port,
+        interface=Interfaces.RSGI,
+        http=HTTPModes.http1,
+        websockets=False,
+        backlog=2048,
+        backpressure=backpressure,
+        log_enabled=False,
+    )
+
+
+def listeners(settings: Settings, gateway: Gateway) -> list[Server]:
+    """The granian servers for `listen`, `admin_listen` and `metrics_listen` (the
+    settings already refused an admin address off loopback without admin_remote)."""
+    servers = [
+        _server(gateway.app, settings.listen, "listen", settings.max_connections or None),
+        _server(gateway.admin, settings.admin_listen, "admin_listen", None),
+    ]
+    if settings.metrics_listen:
+        servers.append(_server(gateway.metrics_app, settings.metrics_listen, "metrics_listen", None))
+    return servers
+
+
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Runs the gateway until `stop` is set or a SIGTERM/SIGINT arrives."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    gateway = Gateway(settings)
+    servers = listeners(settings, gateway)
+    serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
+    background = await gateway.background()
+    log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
+    try:
+        await stop.wait()
+    finally:
+        for s in servers:
+            s.stop()  # type: ignore[no-untyped-call]
+        await asyncio.gather(*serving, return_exceptions=True)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        gateway.close()

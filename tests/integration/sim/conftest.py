@@ -1,0 +1,30 @@
+"""Fixtures for the sim's real-process tests: engines on 127.0.0.1, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from sim_http_helpers import FAST
+
+from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies_or_llmgw_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper() in _PROXY_VARIABLES or name.startswith("LLMGW_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def vllm_sim() -> Iterator[SimEngineProcess]:
+    """One vLLM-flavored sim shared by the read-mostly tests (assert on deltas, not totals)."""
+    with start_sim_engine(
+        *FAST, "--model", "sim-model", "--model", "alias", "--adapter", "sql-lora", "--seed", "7",
+        "--embedding-dim", "64", "--prompt-tokens-details",
+    ) as sim:  # fmt: skip
+        yield sim

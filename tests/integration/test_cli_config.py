@@ -1,0 +1,165 @@
+"""`llmgw config check` and `llmgw config show`, run as the operator runs them: a real
+process, its exit status, its stdout and stderr.
+
+The child gets this process's environment without any LLMGW_ or proxy variable, plus
+exactly what a case adds, so nothing from the machine running the tests leaks in. The
+runs are independent, so they are all started at once and each test reads its own:
+a process start costs more than everything else here together.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLUSTER = """\
+listen: :8080
+router:
+  retries: 1
+models:
+  - name: small
+    source: /srv/models/qwen2.5-0.5b-q4.gguf
+    profiles:
+      - name: cpu
+        engine: llamacpp
+        cpu_cores: 2
+    scaling: {min: 1, max: 1}
+"""
+
+BAD = """\
+listen: '8080'
+auth: {enabled: true}
+router: {tenant_label: dept, retriez: 3, timeouts: {dial: 5}}
+models:
+  - {name: big, source: org/big, profiles: [{name: p, engine: vllm}]}
+"""
+
+BROKEN = "listen: :8080\nrouter:\n  retries: [1\n"
+
+Run = subprocess.CompletedProcess[str]
+
+
+def _environment(extra: dict[str, str]) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("LLMGW_") and not k.lower().endswith("_proxy")
+    }
+    env.update(extra)
+    return env
+
+
+def _start(args: list[str], extra: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "llmgw", *args],
+        env=_environment(extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> Run:
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("cli")
+    out = {"missing": folder / "absent.yaml"}
+    for name, text in (("cluster", CLUSTER), ("bad", BAD), ("broken", BROKEN)):
+        out[name] = folder / f"{name}.yaml"
+        out[name].write_text(text, encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(files: dict[str, Path]) -> dict[str, Run]:
+    plan: dict[str, tuple[list[str], dict[str, str]]] = {
+        "ok": (["config", "check", str(files["cluster"])], {}),
+        "bad": (["config", "check", str(files["bad"])], {}),
+        "broken": (["config", "check", str(files["broken"])], {}),
+        "missing": (["config", "check", str(files["missing"])], {}),
+        "overlay": (
+            ["config", "show", str(files["cluster"])],
+            {"LLMGW_ROUTER__RETRIES": "5", "LLMGW_COMFYUI_NODES": "x"},
+        ),
+        "typo": (["config", "check", str(files["cluster"])], {"LLMGW_ROUTER__RETRIEZ": "5"}),
+        "show": (["config", "show", str(files["cluster"])], {}),
+        "defaults": (["config", "show"], {}),
+    }
+    started = {name: _start(args, extra) for name, (args, extra) in plan.items()}
+    return {name: _finish(process) for name, process in started.items()}
+
+
+def test_check_accepts_a_valid_file(runs: dict[str, Run]) -> None:
+    run = runs["ok"]
+    assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", "")
+
+
+def test_check_reports_every_problem_and_exits_2(runs: dict[str, Run], files: dict[str, Path]) -> None:
+    run = runs["bad"]
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 6, lines
+    assert all(line.startswith(f"{files['bad']}: ") for line in lines)
+    for fragment in (
+        "listen: '8080' has no port",
+        "auth.store: is empty but auth is on",
+        "router.tenant_label: 'dept' is not a tenancy level",
+        "router.timeouts.dial: 5 has no unit",
+        "router.retriez: unknown key; did you mean router.retries?",
+        'models: model "big" profile "p": engine vllm needs a GPU',
+    ):
+        assert any(fragment in line for line in lines), fragment
+
+
+def test_check_names_the_line_of_a_syntax_error(runs: dict[str, Run], files: dict[str, Path]) -> None:
+    run = runs["broken"]
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"{files['broken']}:4: YAML syntax error")
+
+
+def test_check_names_a_missing_file(runs: dict[str, Run], files: dict[str, Path]) -> None:
+    run = runs["missing"]
+    assert run.returncode == 2
+    assert run.stderr == f"{files['missing']}: no such configuration file\n"
+
+
+def test_environment_overlays_the_file(runs: dict[str, Run]) -> None:
+    run = runs["overlay"]
+    assert run.returncode == 0, run.stderr
+    assert "  retries: 5\n" in run.stdout
+    assert "  retries: 1\n" in runs["show"].stdout
+
+
+def test_a_typo_in_a_variable_is_refused(runs: dict[str, Run]) -> None:
+    run = runs["typo"]
+    assert run.returncode == 2
+    assert run.stderr == (
+        "LLMGW_ROUTER__RETRIEZ: router has no key 'retriez'; did you mean LLMGW_ROUTER__RETRIES?\n"
+    )
+
+
+def test_show_round_trips(runs: dict[str, Run], tmp_path: Path) -> None:
+    first = runs["show"]
+    assert first.returncode == 0, first.stderr
+    assert "  startup_timeout: 20m\n" in first.stdout  # the catalog's normalisation shows
+    shown = tmp_path / "shown.yaml"
+    shown.write_text(first.stdout, encoding="utf-8")
+    second = _finish(_start(["config", "show", str(shown)], {}))
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+
+
+def test_show_without_a_file_is_the_defaults(runs: dict[str, Run]) -> None:
+    run = runs["defaults"]
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("listen: :8080\nadmin_listen: 127.0.0.1:9090\n")
+    assert "    total: 30m\n" in run.stdout
