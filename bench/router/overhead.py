@@ -140,6 +140,21 @@ def run_wrk(port: int, mode: str, concurrency: int, seconds: int, core: int) -> 
     raise RuntimeError(f"wrk gave no result (status {done.returncode}): {(done.stdout + done.stderr)[-500:]}")
 
 
+def settle(proc: Proc | None, limit_s: float = 15.0) -> None:
+    """Waits (at most `limit_s`) until the gateway stops working off requests wrk abandoned
+    at the end of the previous run, so they are not charged to the next one."""
+    if proc is None:
+        return
+    deadline = time.monotonic() + limit_s
+    before = proc.cpu_seconds()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = proc.cpu_seconds()
+        if now - before < 0.05:
+            return
+        before = now
+
+
 def measured_run(
     target: Target,
     proc: Proc | None,
@@ -188,6 +203,10 @@ def measured_run(
     }
 
 
+def _us(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
 def measure(
     target: Target, upstream: Proc, a: argparse.Namespace, run_dir: Path, deadline: float
 ) -> tuple[list[dict[str, Any]], str]:
@@ -222,12 +241,13 @@ def measure(
                 if a.warmup:
                     run_wrk(target.port, mode, c, a.warmup, a.load_core)
                 for n in range(1, a.runs + 1):
+                    settle(proc)
                     r = measured_run(target, proc, upstream, mode=mode, concurrency=c, n=n, a=a)
                     runs.append(r)
                     print(
                         f"[{target.name}] {mode} c={c} run {n}: {r['rps']:,.0f} req/s, "
                         f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
-                        f"cpu {r['gateway_cpu_us_per_req'] or 0:,.0f} µs/req, errors {r['errors_total']}",
+                        f"cpu {_us(r['gateway_cpu_us_per_req'])} µs/req, errors {r['errors_total']}",
                         flush=True,
                     )
     except StartError as exc:
@@ -249,8 +269,8 @@ def versions() -> dict[str, str]:
         )
 
     out = {
-        "nginx": first_line(["nginx", "-v"]).removeprefix("nginx version: "),
-        "wrk": first_line(["wrk", "-v"]),
+        "nginx": first_line(["nginx", "-v"]).removeprefix("nginx version: nginx/"),
+        "wrk": " ".join(first_line(["wrk", "-v"]).split()[1:2]),
     }
     py = BENCH_VENV / "bin" / "python"
     for pkg in ("litellm", "vllm-router"):
@@ -260,7 +280,9 @@ def versions() -> dict[str, str]:
             else "not installed"
         )
     llmgw = ROOT / ".venv" / "bin" / "llmgw"
-    out["llmgw"] = first_line([str(llmgw), "--version"]) if llmgw.exists() else "not installed"
+    out["llmgw"] = (
+        first_line([str(llmgw), "--version"]).removeprefix("llmgw ") if llmgw.exists() else "absent"
+    )
     return out
 
 

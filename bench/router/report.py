@@ -67,6 +67,8 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             if base is None or row["p50_ms"] is None or row["target"] == "direct"
             else row["p50_ms"] - base
         )
+        cpu = row["gateway_cpu_us_per_req"]
+        row["full_core_rps"] = 1e6 / cpu if cpu else None
         row["quoted_rps"] = QUOTED_RPS.get((row["target"], row["mode"])) if row["concurrency"] > 1 else None
     return rows
 
@@ -86,7 +88,7 @@ def _table(rows: Sequence[Mapping[str, Any]], concurrency_one: bool) -> list[str
     else:
         head = (
             "| target | mode | req/s (median) | req/s min–max | quoted req/s | p50 ms | p99 ms "
-            "| gateway CPU µs/req | errors | load core busy % | others on gw core % |"
+            "| gateway CPU µs/req | req/s per full core | errors | load core busy % | others on gw core % |"
         )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -112,6 +114,7 @@ def _table(rows: Sequence[Mapping[str, Any]], concurrency_one: bool) -> list[str
                 _num(r["p50_ms"], 1),
                 _num(r["p99_ms"], 1),
                 _num(r["gateway_cpu_us_per_req"]),
+                _num(r["full_core_rps"]),
                 f"{r['errors']}/{r['requests']}",
                 _num(r["load_core_busy_pct"]),
                 _num(r["gateway_core_others_pct"]),
@@ -154,7 +157,8 @@ def markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     for t in meta["targets"]:
         line = f"- **{t['name']}** (port {t['port']}): {t['note']}."
         if t.get("skipped"):
-            line += f" **Skipped**: {t['skipped']}"
+            why = t["skipped"].splitlines()[0]
+            line += f" **Skipped**: {why} (its log: `{meta['run_dir']}/{t['name']}.log`; tail in the JSON)"
         if t.get("command"):
             line += f"\n  `{t['command']}`"
         out.append(line)
@@ -164,7 +168,9 @@ def markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     out += [
         "",
         "Columns: *gateway CPU µs/req* is the user+system CPU time of the gateway's process tree "
-        "during the run divided by the requests wrk completed; *load core busy %* near 100 means "
+        "during the run divided by the requests wrk completed, and *req/s per full core* is 10⁶ "
+        "divided by it: what the gateway would serve with its core to itself, the figure least "
+        "disturbed by sharing; *load core busy %* near 100 means "
         "wrk and the upstream, not the gateway, set the ceiling; *added p50* is the target's "
         "median latency at c=1 minus direct's. Streaming latencies are to the last byte.",
         "",

@@ -117,6 +117,8 @@ BUILTIN: tuple[Target, ...] = (
         env=(("LLMGW_ADMIN_TOKEN_FILE", "{run_dir}/llmgw-admin-token"),),
         note="llmgw server --config bench/router/llmgw-bench.yaml (router only, one static endpoint)",
         optional=True,
+        # Starts in seconds when it works; a server that answers but never serves is skipped sooner.
+        startup_timeout_s=60.0,
     ),
 )
 

@@ -42,9 +42,8 @@ from llmgw.sim.cost import CostModel
 from llmgw.sim.options import SimOptions
 from llmgw.sim.testing import SimEngineProcess, start_sim_engine
 
-WORDS = (
-    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
-)
+_WORD_TEXT = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma"
+WORDS = _WORD_TEXT.split()
 
 
 @dataclass
@@ -197,8 +196,8 @@ async def run_load(sim: SimEngineProcess, run: int, load: int, args: argparse.Na
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"Load shape: {result['mode']}; prompt {result['prompt_tokens']} tokens, answer {result['max_tokens']} "
-        f"tokens; sim {' '.join(result['sim_args'])}.\n",
+        f"Load shape: {result['mode']}; prompt {result['prompt_tokens']} tokens, "
+        f"answer {result['max_tokens']} tokens; sim {' '.join(result['sim_args'])}.\n",
         "| streams (target / mean) | requests | sim CPU % | sim waiting for CPU % | simulated TTFT ms "
         "| simulated ITL ms | served TTFT Δ% mean / p50 / p95 | served ITL Δ% mean / p95 "
         "| client TTFT Δ% mean / p95 | client ITL Δ% mean / p95 |",

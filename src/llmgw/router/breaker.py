@@ -44,6 +44,7 @@ class Breaker:
         return self._failures
 
     def state(self, now: float) -> BreakerState:
+        """Closed, open (cooling down), or half-open (a probe may go, or is out)."""
         opened_at = self._opened_at
         if opened_at is None:
             return "closed"

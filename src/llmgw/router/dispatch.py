@@ -16,17 +16,18 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from llmgw.errors import IdleTimeout, NoCapacity, TotalTimeout, UpstreamError
+from llmgw.errors import IdleTimeout, NoCapacity, TotalTimeout, UpstreamClosed, UpstreamError
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
 from llmgw.router.responses import as_api_error, stream_error_event
-from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed
+from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
+from llmgw.upstream.connection import TIMED_OUT
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -187,53 +188,18 @@ class Dispatcher:
         request_id: str,
         started: float,
     ) -> None:
-        """Forwards a begun stream to the client as it arrives."""
+        """Forwards a begun stream to the client as it arrives, then accounts for it."""
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
-        conn = stream.conn
         headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
         headers.append(("cache-control", "no-cache"))
-        transport = proto.response_stream(200, headers)
-        loop = asyncio.get_running_loop()
-        # The total bound counts from the request's arrival, in the loop's clock.
-        deadline = loop.time() + (started + self._limits.total - self._clock())
-        idle = self._limits.idle
-        status = 200
-        try:
-            out = relay.feed(stream.first)
-            if out:
-                await transport.send_bytes(out)
-            async with asyncio.timeout(min(loop.time() + idle, deadline)) as bound:
-                while (chunk := await conn.read_chunk()) is not None:
-                    out = relay.feed(chunk)
-                    if out:
-                        await transport.send_bytes(out)
-                    bound.reschedule(min(loop.time() + idle, deadline))
-            rest = relay.flush()
-            if rest:
-                await transport.send_bytes(rest)
-            if not relay.done:
-                raise UpstreamError("the replica ended the stream without its closing [DONE] event")
-            endpoint.pool.release(conn)
-        except ProtocolClosed:
-            # The client left: closing the replica's connection makes it stop generating.
-            conn.close()
-            status = 499
-        except (UpstreamError, TimeoutError) as exc:
-            conn.close()
-            error: Exception = exc
-            if isinstance(exc, TimeoutError):
-                error = TotalTimeout(self._limits.total) if loop.time() >= deadline else IdleTimeout(idle)
-            status = 502
-            self._metrics.stream_interrupted(target.model)
-            self._metrics.upstream_failed(endpoint.id, type(error).__name__)
-            endpoint.breaker.failed(self._clock())
-            with contextlib.suppress(ProtocolClosed):
-                await transport.send_bytes(stream_error_event(error))
-        except BaseException:
-            conn.close()
-            raise
+        # granian ends the response when its stream transport is freed, so nothing may
+        # keep it alive past the stream: _pump holds no caught exception in a local, which
+        # would tie its frame (and the transport) into a cycle until the collector ran.
+        status = await self._pump(
+            proto.response_stream(200, headers), stream, relay, endpoint, target, started
+        )
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
         self._usage.record(
@@ -249,3 +215,75 @@ class Dispatcher:
                 finished,
             )
         )
+
+    async def _pump(
+        self,
+        transport: StreamTransport,
+        stream: OpenStream,
+        relay: SseRelay,
+        endpoint: Endpoint,
+        target: Target,
+        started: float,
+    ) -> int:
+        """Copies the stream until it ends; returns the status to account it under (200,
+        499 when the client left, 502 when the replica broke it off)."""
+        conn = stream.conn
+        loop = asyncio.get_running_loop()
+        # The total bound counts from the request's arrival, in the loop's clock.
+        deadline = loop.time() + (started + self._limits.total - self._clock())
+        idle = self._limits.idle
+        try:
+            out = relay.feed(stream.first)
+            if out:
+                await transport.send_bytes(out)
+            while True:
+                now = loop.time()
+                chunk = await conn.read_chunk(min(now + idle, deadline))
+                if chunk is None:
+                    break
+                if chunk is TIMED_OUT:
+                    conn.close()
+                    late = loop.time() >= deadline
+                    cause = TotalTimeout(self._limits.total) if late else IdleTimeout(idle)
+                    await self._broken(
+                        transport, endpoint, target, str(cause), type(cause).__name__, timed_out=True
+                    )
+                    return 502
+                out = relay.feed(chunk)
+                if out:
+                    await transport.send_bytes(out)
+            rest = relay.flush()
+            if rest:
+                await transport.send_bytes(rest)
+            if not relay.done:
+                raise UpstreamClosed("the replica ended the stream without its closing [DONE] event")
+        except ProtocolClosed:
+            # The client left: closing the replica's connection makes it stop generating.
+            conn.close()
+            return 499
+        except UpstreamError as exc:
+            conn.close()
+            await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=False)
+            return 502
+        except BaseException:
+            conn.close()
+            raise
+        endpoint.pool.release(conn)
+        return 200
+
+    async def _broken(
+        self,
+        transport: StreamTransport,
+        endpoint: Endpoint,
+        target: Target,
+        why: str,
+        kind: str,
+        *,
+        timed_out: bool,
+    ) -> None:
+        """Ends a stream the replica broke off with an error event, and counts it."""
+        self._metrics.stream_interrupted(target.model)
+        self._metrics.upstream_failed(endpoint.id, kind)
+        endpoint.breaker.failed(self._clock())
+        with contextlib.suppress(ProtocolClosed):
+            await transport.send_bytes(stream_error_event(why, timed_out=timed_out))

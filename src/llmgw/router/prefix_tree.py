@@ -68,10 +68,13 @@ def _common_prefix(label: str, text: str, pos: int) -> int:
     """Length of the common prefix of `label` and `text[pos:]`, for a label that is known
     not to be a prefix of `text[pos:]` and to agree with it on the first character."""
     rest = len(text) - pos
-    if rest < len(label) and text.startswith(label[:rest], pos):
-        return rest  # the text ends inside the edge
-    lo = 1  # label[:lo] is known to match
-    hi = min(len(label), rest + 1) - 1  # label[: hi + 1] is known not to match
+    if rest < len(label):
+        if text.startswith(label[:rest], pos):
+            return rest  # the text ends inside the edge
+        hi = rest - 1
+    else:
+        hi = len(label) - 1
+    lo = 1  # label[:lo] is known to match; label[: hi + 1] is known not to
     while lo < hi:
         mid = (lo + hi + 1) // 2
         # Only the undecided window is sliced, so the copies add up to O(len(label)).
@@ -150,7 +153,8 @@ class PrefixTree:
             if node.oldest > cutoff:
                 # All live: copy them in C; what was found deeper keeps its longer match.
                 merged = dict.fromkeys(touched, end)
-                merged.update(found)
+                if found:
+                    merged.update(found)
                 found = merged
                 continue
             oldest = now

@@ -46,9 +46,9 @@ def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiErr
     )
 
 
-def stream_error_event(error: Exception) -> bytes:
+def stream_error_event(why: str, *, timed_out: bool) -> bytes:
     """The last event of a stream that broke after it began: an error in OpenAI's shape,
     so the client knows the answer is incomplete rather than taking it for a whole one."""
-    kind = "timeout_error" if isinstance(error, PhaseTimeout) else "upstream_error"
-    body = error_body(f"the answer was cut off: {error}", kind, code="stream_interrupted")
+    kind = "timeout_error" if timed_out else "upstream_error"
+    body = error_body(f"the answer was cut off: {why}", kind, code="stream_interrupted")
     return b"data: " + body + b"\n\n"

@@ -48,22 +48,35 @@ def renderer_for(options: SimOptions) -> MetricsRenderer:
 class TokenStream:
     """One request's view of the engine: its job, its planned answer, and a wake-up."""
 
-    __slots__ = ("_event", "every_token", "job", "plan")
+    __slots__ = ("_pending", "_waiter", "every_token", "job", "plan")
 
     def __init__(self, job: Job, plan: OutputPlan, every_token: bool) -> None:
         self.job = job
         self.plan = plan
         self.every_token = every_token
-        self._event = asyncio.Event()
+        # A bare future per wait rather than an asyncio.Event: this is paid per token.
+        self._waiter: asyncio.Future[None] | None = None
+        self._pending = False
 
     def notify(self) -> None:
         """The job progressed (called by the engine)."""
-        self._event.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        else:
+            self._pending = True
 
     async def wait(self) -> None:
         """Until the job progresses; read `job.emitted` and `job.done` after it returns."""
-        await self._event.wait()
-        self._event.clear()
+        if self._pending:
+            self._pending = False
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        try:
+            await waiter
+        finally:
+            self._waiter = None
 
 
 class SimEngine:

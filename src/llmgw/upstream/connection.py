@@ -25,6 +25,16 @@ from llmgw.errors import UpstreamClosed, UpstreamProtocol
 # Past this many unread bytes the socket is paused until the reader catches up.
 _HIGH_WATER_BYTES = 256 * 1024
 
+TIMED_OUT = b""
+"""What `read_chunk` returns when its deadline passed first (the parser never hands
+over an empty piece of body, so it cannot be mistaken for one)."""
+_EXPIRED = object()
+
+
+def _expire(waiter: asyncio.Future[object]) -> None:
+    if not waiter.done():
+        waiter.set_result(_EXPIRED)
+
 
 class Connection(asyncio.Protocol):
     """An HTTP/1.1 client connection; use `exchange`, then `read_chunk` or `read_body`."""
@@ -34,7 +44,7 @@ class Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
         self._head: asyncio.Future[int] | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[object] | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._paused = False
@@ -108,8 +118,13 @@ class Connection(asyncio.Protocol):
         finally:
             self._head = None
 
-    async def read_chunk(self) -> bytes | None:
-        """The next piece of the body as it arrived, or None once it is complete."""
+    async def read_chunk(self, deadline: float | None = None) -> bytes | None:
+        """The next piece of the body as it arrived, None once it is complete, or
+        `TIMED_OUT` (empty bytes) when the loop's clock passes `deadline` first.
+
+        The deadline is a timer on the wait itself rather than a cancellation: a stream
+        reads many pieces, and this costs one timer per wait that actually waits, and no
+        exception to unwind."""
         while True:
             if self._chunks:
                 chunk = self._chunks.popleft()
@@ -122,11 +137,15 @@ class Connection(asyncio.Protocol):
                 return None
             if self._error is not None:
                 raise self._error
-            self._waiter = self._loop.create_future()
+            waiter = self._waiter = self._loop.create_future()
+            timer = None if deadline is None else self._loop.call_at(deadline, _expire, waiter)
             try:
-                await self._waiter
+                if await waiter is _EXPIRED:
+                    return TIMED_OUT
             finally:
                 self._waiter = None
+                if timer is not None:
+                    timer.cancel()
 
     async def read_body(self) -> bytes:
         """The whole body, once it is complete."""
@@ -143,6 +162,9 @@ class Connection(asyncio.Protocol):
         """Closes the socket: a replica sees its client leave and stops generating."""
         self.closed = True
         self.reusable = False
+        # The stored error's traceback holds the frames it passed through; dropping it
+        # lets a finished request's objects be freed at once instead of by the collector.
+        self._error = None
         if self._transport is not None:
             self._transport.close()
 

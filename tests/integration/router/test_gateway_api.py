@@ -37,7 +37,8 @@ def test_chat_completion_says_which_replica_answered(gateway: GatewayProcess) ->
     )
     completion = raw.parse()
     assert completion.choices[0].message.content
-    assert completion.usage is not None and completion.usage.completion_tokens == 5
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens == 5
     assert raw.headers["x-llmgw-replica"] in REPLICAS
     assert raw.headers["x-llmgw-model"] == "chat-model"
     assert raw.headers["x-request-id"]
@@ -61,7 +62,10 @@ def test_adapter_is_sent_under_its_engine_name(gateway: GatewayProcess) -> None:
 def test_stream_without_usage_asked_gets_no_usage_chunk(gateway: GatewayProcess) -> None:
     chunks = list(
         client(gateway).chat.completions.create(
-            model="chat-model", messages=[{"role": "user", "content": "stream please"}], max_tokens=6, stream=True
+            model="chat-model",
+            messages=[{"role": "user", "content": "stream please"}],
+            max_tokens=6,
+            stream=True,
         )
     )
     assert chunks, "the stream was empty"
@@ -84,7 +88,8 @@ def test_stream_with_usage_asked_gets_it_last(gateway: GatewayProcess) -> None:
     )
     last = chunks[-1]
     assert last.choices == []
-    assert last.usage is not None and last.usage.completion_tokens == 4
+    assert last.usage is not None
+    assert last.usage.completion_tokens == 4
 
 
 def test_completions_and_embeddings(gateway: GatewayProcess) -> None:
@@ -153,10 +158,15 @@ def test_body_over_the_limit_is_413(gateway: GatewayProcess) -> None:
         (b'{"messages": [{"role": "user", "content": "x"}]}', "model"),
         (b'{"model": "chat-model"}', "messages"),
         (b'{"model": "chat-model", "messages": [], "stream": "yes"}', "stream"),
-        (b'{"model": "chat-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', "max_tokens"),
+        (
+            b'{"model": "chat-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}',
+            "max_tokens",
+        ),
     ],
 )
-def test_malformed_requests_are_400_in_openai_shape(gateway: GatewayProcess, body: bytes, param: str | None) -> None:
+def test_malformed_requests_are_400_in_openai_shape(
+    gateway: GatewayProcess, body: bytes, param: str | None
+) -> None:
     response = httpx.post(gateway.base_url + "/chat/completions", content=body, timeout=10)
     assert response.status_code == 400
     error = response.json()["error"]
@@ -173,11 +183,15 @@ def test_unknown_route_and_wrong_method(gateway: GatewayProcess) -> None:
 def test_admin_health_readiness_and_metrics(gateway: GatewayProcess) -> None:
     assert httpx.get(gateway.admin_url + "/healthz", timeout=5).status_code == 200
     assert httpx.get(gateway.admin_url + "/readyz", timeout=5).status_code == 200
-    client(gateway).chat.completions.create(model="chat-model", messages=[{"role": "user", "content": "m"}], max_tokens=2)
+    client(gateway).chat.completions.create(
+        model="chat-model", messages=[{"role": "user", "content": "m"}], max_tokens=2
+    )
     text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
     families = {f.name: f for f in text_string_to_metric_families(text)}
     requests = families["llmgw_requests"]
-    assert any(s.labels == {"model": "chat-model", "status": "200"} and s.value >= 1 for s in requests.samples)
+    assert any(
+        s.labels == {"model": "chat-model", "status": "200"} and s.value >= 1 for s in requests.samples
+    )
     assert "llmgw_time_to_first_token_seconds" in families
     assert "llmgw_endpoint_inflight" in families
     assert {s.labels["endpoint"] for s in families["llmgw_endpoint_breaker_open"].samples} == REPLICAS

@@ -99,7 +99,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(max_sessions=st.integers(1, 4), ops=st.lists(_op, max_size=40))
 def test_answers_like_a_list_of_the_most_recent_sessions(
     max_sessions: int, ops: list[tuple[Any, ...]]

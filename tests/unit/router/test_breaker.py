@@ -167,7 +167,7 @@ def test_bad_settings_are_refused(threshold: int, cooldown: float) -> None:
 _event = st.tuples(st.sampled_from(["fail", "success", "begin", "abandon"]), st.floats(0, 8))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(threshold=st.integers(1, 4), events=st.lists(_event, max_size=40))
 def test_state_and_availability_agree_and_nothing_wedges(
     threshold: int, events: list[tuple[str, float]]

@@ -277,7 +277,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(ops=st.lists(_op, max_size=40), steady=st.booleans())
 def test_with_room_the_tree_answers_exactly_like_a_list_of_every_insert(
     ops: list[tuple[Any, ...]], steady: bool
@@ -313,7 +313,7 @@ def test_with_room_the_tree_answers_exactly_like_a_list_of_every_insert(
             assert tree.size_of(endpoint) == ref.size_of(endpoint)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(max_nodes=st.integers(1, 8), ops=st.lists(_op, max_size=40), last=_texts, endpoint=_endpoints)
 def test_the_bound_always_holds_and_a_fitting_prompt_always_matches_in_full(
     max_nodes: int,

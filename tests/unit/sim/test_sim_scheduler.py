@@ -186,3 +186,26 @@ def test_statistics_follow_the_timeline() -> None:
     assert ttft.cumulative()[0] == (0.05, 1)  # the cached one was fast
     assert stats.histograms[Timing.ITL].count == 3
     assert [j.id for j in stats.recent] == [1, 2]
+
+
+def test_time_spent_before_submission_falls_inside_the_simulated_prefill() -> None:
+    s = make()
+    j = job(1, list(range(20)), output=1, at=1.000)
+    s.submit(j, 1.004)  # the server took 4 ms to read and tokenize it
+    assert j.admitted_at == pytest.approx(1.000)
+    assert s.next_event_at() == pytest.approx(1.020)
+
+
+def test_a_seat_freed_after_arrival_admits_at_the_moment_it_freed() -> None:
+    s = make(max_seqs=1)
+    first = job(1, [1], output=1)
+    s.submit(first, 0.0)  # its only token comes at 1 ms
+    late = job(2, [2], output=1, at=0.0005)
+    s.submit(late, 0.003)
+    assert late.admitted_at == pytest.approx(first.finished_at)
+    assert late.admitted_at == pytest.approx(0.001)
+
+
+def test_a_job_cannot_arrive_after_it_is_submitted() -> None:
+    with pytest.raises(ValueError, match="arrives after"):
+        make().submit(job(1, [1], output=1, at=2.0), 1.0)

@@ -1,0 +1,238 @@
+"""Failure handling through `llmgw server`, with sim faults switched at run time: a
+replica refusing, erroring, hanging or cutting a stream; breakers opening and
+recovering; fallbacks to another model; a client that leaves mid-stream."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from llmgw.server.testing import GatewayProcess, start_gateway
+from llmgw.sim.testing import SimEngineProcess
+from support.sims import endpoint, set_fault, sim, sim_state
+
+
+BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+Pair = tuple[SimEngineProcess, SimEngineProcess]
+
+
+def client(gateway: GatewayProcess, timeout: float = 20) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0, timeout=timeout)
+
+
+def ask(gateway: GatewayProcess, model: str = "m", **extra: Any) -> Any:
+    return client(gateway).chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=3, **extra
+    )
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[SimEngineProcess, SimEngineProcess]]:
+    a, b = sim("--model", "m"), sim("--model", "m")
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def gateway_for(
+    *endpoints: dict[str, Any], router: dict[str, Any] | None = None, **extra: Any
+) -> GatewayProcess:
+    return start_gateway({"endpoints": list(endpoints), "router": router or {}, **extra})
+
+
+def test_refused_replica_is_retried_elsewhere_and_its_breaker_opens(
+    pair: Pair,
+) -> None:
+    a, b = pair
+    set_fault(a, "refuse")
+    gw = gateway_for(
+        endpoint("a", a, "m"),
+        endpoint("b", b, "m"),
+        router={"failure_threshold": 2, "cooldown": "30s", "default_profile": "round_robin"},
+    )
+    try:
+        replicas = [ask(gw).headers["x-llmgw-replica"] for _ in range(8)]
+        assert set(replicas) == {"b"}
+        metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
+        assert 'llmgw_endpoint_breaker_open{endpoint="a"} 1.0' in metrics
+        assert "llmgw_retries_total" in metrics
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("status", ["500", "503", "429"])
+def test_error_status_is_retried_on_another_replica(pair: Pair, status: str) -> None:
+    a, b = pair
+    set_fault(a, status)
+    gw = gateway_for(endpoint("a", a, "m"), endpoint("b", b, "m"), router={"prefix": {"enabled": False}})
+    try:
+        for _ in range(4):
+            assert ask(gw).headers["x-llmgw-replica"] == "b"
+    finally:
+        gw.stop()
+
+
+def test_every_replica_failing_is_503_with_retry_after(
+    pair: Pair,
+) -> None:
+    a, b = pair
+    set_fault(a, "500")
+    set_fault(b, "500")
+    gw = gateway_for(endpoint("a", a, "m"), endpoint("b", b, "m"))
+    try:
+        response = httpx.post(
+            gw.base_url + "/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+            timeout=10,
+        )
+        assert response.status_code == 503
+        assert int(response.headers["retry-after"]) >= 1
+        assert response.json()["error"]["code"] == "no_capacity"
+    finally:
+        gw.stop()
+
+
+def test_hung_replica_is_504_when_nothing_else_can_answer(
+    pair: Pair,
+) -> None:
+    a, _ = pair
+    set_fault(a, "hang-headers")
+    gw = gateway_for(
+        endpoint("a", a, "m"), router={"timeouts": {"generation": "500ms", "response_header": "500ms"}}
+    )
+    try:
+        plain = httpx.post(
+            gw.base_url + "/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+            timeout=10,
+        )
+        assert plain.status_code == 504
+        assert "router.timeouts.generation" in plain.json()["error"]["message"]
+        streamed = httpx.post(
+            gw.base_url + "/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True},
+            timeout=10,
+        )
+        assert streamed.status_code == 504
+        assert "router.timeouts.response_header" in streamed.json()["error"]["message"]
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("fault", ["cut-stream", "hang-stream"])
+def test_stream_broken_after_it_began_ends_with_an_error_event(pair: Pair, fault: str) -> None:
+    a, _ = pair
+    set_fault(a, fault, stream_tokens=2)
+    gw = gateway_for(endpoint("a", a, "m"), router={"timeouts": {"idle": "500ms"}})
+    try:
+        with httpx.stream(
+            "POST",
+            gw.base_url + "/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "stream": True,
+                "max_tokens": 50,
+            },
+            timeout=10,
+        ) as response:
+            assert response.status_code == 200
+            events = [line for line in response.iter_lines() if line.startswith("data: ")]
+        assert events[-1] != "data: [DONE]"
+        assert '"error"' in events[-1]
+        assert '"stream_interrupted"' in events[-1]
+        with pytest.raises(openai.APIError):
+            list(
+                client(gw).chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}], max_tokens=50, stream=True
+                )
+            )
+    finally:
+        gw.stop()
+
+
+def test_breaker_opens_then_one_probe_closes_it(pair: Pair) -> None:
+    a, b = pair
+    gw = gateway_for(
+        endpoint("a", a, "m"),
+        endpoint("b", b, "m"),
+        router={
+            "failure_threshold": 1,
+            "cooldown": "1s",
+            "prefix": {"enabled": False},
+            "default_profile": "round_robin",
+        },
+    )
+    try:
+        set_fault(a, "500")
+        for _ in range(4):
+            assert ask(gw).headers["x-llmgw-replica"] == "b"
+        set_fault(a, "none")
+        deadline = time.monotonic() + 10
+        seen: set[str] = set()
+        while "a" not in seen and time.monotonic() < deadline:
+            seen.add(ask(gw).headers["x-llmgw-replica"])
+        assert "a" in seen, "the breaker never let a probe through after the cooldown"
+    finally:
+        gw.stop()
+
+
+def test_fallback_model_answers_when_the_model_cannot(
+    pair: Pair,
+) -> None:
+    a, b = pair
+    backup = sim("--model", "backup")
+    set_fault(a, "refuse")
+    gw = gateway_for(
+        endpoint("a", a, "m"),
+        endpoint("backup-1", backup, "backup"),
+        models=[{"name": "m", "fallbacks": ["backup"]}, {"name": "backup"}],
+    )
+    try:
+        raw = ask(gw)
+        assert raw.headers["x-llmgw-model"] == "backup"
+        assert raw.headers["x-llmgw-replica"] == "backup-1"
+        assert raw.parse().model == "backup"
+        metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
+        assert 'llmgw_fallbacks_total{fallback="backup",model="m"}' in metrics
+    finally:
+        gw.stop()
+        backup.stop()
+    del b
+
+
+def test_client_leaving_a_stream_stops_the_replica_generating(
+    pair: Pair,
+) -> None:
+    slow = sim("--model", "m", "--decode-ms", "50")
+    gw = gateway_for(endpoint("slow", slow, "m"))
+    try:
+        with httpx.stream(
+            "POST",
+            gw.base_url + "/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "stream": True,
+                "max_tokens": 2000,
+            },
+            timeout=10,
+        ) as response:
+            lines = response.iter_lines()
+            next(lines)
+            assert sim_state(slow)["running"] == 1
+        deadline = time.monotonic() + 5
+        while sim_state(slow)["running"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sim_state(slow)["running"] == 0, "the replica kept generating for a client that left"
+    finally:
+        gw.stop()
+        slow.stop()
+    del pair

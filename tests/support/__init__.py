@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (on pytest's path through `pythonpath = tests`)."""
