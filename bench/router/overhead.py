@@ -19,6 +19,7 @@ written, an anchor that did not install) is recorded with the reason and skipped
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -207,18 +208,29 @@ def _us(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def measure(
-    target: Target, upstream: Proc, a: argparse.Namespace, run_dir: Path, deadline: float
-) -> tuple[list[dict[str, Any]], str]:
-    """The runs of one target, and why it was skipped (empty when it was not)."""
-    proc = None
+@dataclasses.dataclass
+class Live:
+    """A target once started: its process (none for `direct`), the modes it answered
+    correctly, and why it is out of the measurement, once it is."""
+
+    target: Target
+    proc: Proc | None = None
+    modes: list[str] = dataclasses.field(default_factory=list)
+    skipped: str = ""
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+
+def start_target(target: Target, a: argparse.Namespace, run_dir: Path) -> Live:
+    live = Live(target)
     if target.command:
         if not port_is_free(target.port):
-            return [], f"port {target.port} is already in use on 127.0.0.1"
+            live.skipped = f"port {target.port} is already in use on 127.0.0.1"
+            return live
         exe = target.command[0]
         if not (shutil.which(exe) or (Path(exe).is_file() and os.access(exe, os.X_OK))):
-            return [], f"{exe} not found (bash bench/router/setup.sh installs the anchors)"
-        proc = Proc(
+            live.skipped = f"{exe} not found (bash bench/router/setup.sh installs the anchors)"
+            return live
+        live.proc = Proc(
             target.name,
             target.command,
             core=a.gateway_core,
@@ -226,36 +238,65 @@ def measure(
             env=dict(target.env),
             cwd=run_dir,
         )
-    runs: list[dict[str, Any]] = []
     try:
-        ready_s = wait_ready(proc, target.port, target.startup_timeout_s)
-        print(f"[{target.name}] ready after {ready_s:.1f}s", flush=True)
-        for mode in a.modes:
-            if problem := check_chat(target.port, stream=mode == "stream"):
-                print(f"[{target.name}] {mode}: answer check failed, skipped: {problem}", flush=True)
-                runs.append({"target": target.name, "mode": mode, "skipped": problem})
-                continue
-            for c in a.concurrency:
-                if time.monotonic() > deadline:
-                    return runs, "--max-minutes reached before this target finished"
-                if a.warmup:
-                    run_wrk(target.port, mode, c, a.warmup, a.load_core)
-                for n in range(1, a.runs + 1):
-                    settle(proc)
-                    r = measured_run(target, proc, upstream, mode=mode, concurrency=c, n=n, a=a)
+        ready_s = wait_ready(live.proc, target.port, target.startup_timeout_s)
+    except StartError as exc:
+        live.skipped = f"did not start: {exc}"
+    except BaseException:
+        # Interrupted while waiting: the caller never sees this process, so stop it here.
+        if live.proc is not None:
+            live.proc.stop()
+        raise
+    if live.skipped:
+        if live.proc is not None:
+            live.proc.stop()
+        return live
+    print(f"[{target.name}] ready after {ready_s:.1f}s", flush=True)
+    for mode in a.modes:
+        if problem := check_chat(target.port, stream=mode == "stream"):
+            live.problems.append(f"{mode}: answer check failed, not measured: {problem}")
+            print(f"[{target.name}] {live.problems[-1]}", flush=True)
+        else:
+            live.modes.append(mode)
+    return live
+
+
+def measure_all(
+    lives: Sequence[Live], upstream: Proc, a: argparse.Namespace, deadline: float
+) -> list[dict[str, Any]]:
+    """Every configuration's runs, interleaved: run n of every target before run n+1 of
+    any, so a burst of other work on a shared machine falls on all targets alike."""
+    runs: list[dict[str, Any]] = []
+    for mode in a.modes:
+        for c in a.concurrency:
+            for n in range(1, a.runs + 1):
+                for live in lives:
+                    if live.skipped or mode not in live.modes:
+                        continue
+                    name, proc = live.target.name, live.proc
+                    if time.monotonic() > deadline:
+                        live.skipped = "--max-minutes reached before its runs were done"
+                        continue
+                    if proc is not None and (code := proc.exit_code()) is not None:
+                        live.skipped = f"exited with status {code} during the runs.\n{proc.log_tail()}"
+                        print(f"[{name}] SKIPPED: {live.skipped}", flush=True)
+                        continue
+                    try:
+                        if n == 1 and a.warmup:
+                            run_wrk(live.target.port, mode, c, a.warmup, a.load_core)
+                        settle(proc)
+                        r = measured_run(live.target, proc, upstream, mode=mode, concurrency=c, n=n, a=a)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        live.problems.append(f"{mode} c={c} run {n}: {exc}")
+                        continue
                     runs.append(r)
                     print(
-                        f"[{target.name}] {mode} c={c} run {n}: {r['rps']:,.0f} req/s, "
+                        f"[{name}] {mode} c={c} run {n}: {r['rps']:,.0f} req/s, "
                         f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
                         f"cpu {_us(r['gateway_cpu_us_per_req'])} µs/req, errors {r['errors_total']}",
                         flush=True,
                     )
-    except StartError as exc:
-        return runs, f"did not start: {exc}"
-    finally:
-        if proc is not None:
-            proc.stop()
-    return runs, ""
+    return runs
 
 
 def versions() -> dict[str, str]:
@@ -350,8 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         env={},
         cwd=run_dir,
     )
+    lives: list[Live] = []
     runs: list[dict[str, Any]] = []
-    deadline = time.monotonic() + args.max_minutes * 60
     try:
         wait_ready(upstream, UPSTREAM_PORT, 30)
         if problem := check_chat(UPSTREAM_PORT, stream=True):
@@ -362,30 +403,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"[{t.name}] starting: {shlex.join(t.command) if t.command else '(upstream itself)'}",
                 flush=True,
             )
-            got, skipped = measure(t, upstream, args, run_dir, deadline)
-            runs += [r for r in got if "skipped" not in r]
-            meta["problems"] += [
-                f"{t.name} {r['mode']}: answer check failed: {r['skipped']}" for r in got if "skipped" in r
-            ]
-            if skipped:
-                print(f"[{t.name}] SKIPPED: {skipped}", flush=True)
-                if not t.optional:
-                    meta["problems"].append(
-                        f"{t.name}: {skipped.splitlines()[0]} (log: {run_dir}/{t.name}.log)"
-                    )
-            meta["targets"].append(
-                {
-                    "name": t.name,
-                    "port": t.port,
-                    "note": t.note,
-                    "command": " ".join(f"{k}={v}" for k, v in t.env)
-                    + (" " if t.env else "")
-                    + shlex.join(t.command),
-                    "skipped": skipped,
-                }
-            )
+            lives.append(start_target(t, args, run_dir))
+            if lives[-1].skipped:
+                print(f"[{t.name}] SKIPPED: {lives[-1].skipped}", flush=True)
+        runs = measure_all(lives, upstream, args, time.monotonic() + args.max_minutes * 60)
     finally:
+        for live in lives:
+            if live.proc is not None:
+                live.proc.stop()
         upstream.stop()
+    for live in lives:
+        t = live.target
+        meta["problems"] += [f"{t.name} {p}" for p in live.problems]
+        if live.skipped and not t.optional:
+            meta["problems"].append(f"{t.name}: {live.skipped.splitlines()[0]} (log: {run_dir}/{t.name}.log)")
+        meta["targets"].append(
+            {
+                "name": t.name,
+                "port": t.port,
+                "note": t.note,
+                "command": " ".join(f"{k}={v}" for k, v in t.env)
+                + (" " if t.env else "")
+                + shlex.join(t.command),
+                "skipped": live.skipped,
+            }
+        )
     meta["machine"]["loadavg_end"] = os.getloadavg()
     path = report.write(args.out_dir, f"router-overhead-{started.strftime('%Y-%m-%d')}", meta, runs)
     print(f"wrote {path} and {path.with_suffix('.json')}")

@@ -55,7 +55,7 @@ class Target:
         )
 
 
-def _vllm_router(policy: str, port: int) -> Target:
+def _vllm_router(policy: str, port: int, metrics_port: int) -> Target:
     return Target(
         name=f"vllm-router-{policy.replace('_', '-')}",
         port=port,
@@ -69,8 +69,15 @@ def _vllm_router(policy: str, port: int) -> Target:
             "127.0.0.1",
             "--port",
             "{port}",
+            # Its Prometheus exporter is on by default, on 29000: two routers up at once
+            # (they are, see overhead.py) need one port each.
+            "--prometheus-port",
+            str(metrics_port),
         ),
-        note=f"vLLM router (Rust), --policy {policy}, one worker URL (the upstream), defaults otherwise",
+        note=(
+            f"vLLM router (Rust), --policy {policy}, one worker URL (the upstream), "
+            f"metrics on port {metrics_port}, defaults otherwise"
+        ),
     )
 
 
@@ -108,8 +115,8 @@ BUILTIN: tuple[Target, ...] = (
         env=(("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("LITELLM_TELEMETRY", "False")),
         note="LiteLLM proxy, 1 worker, openai/bench-model at the upstream, no database, no master key",
     ),
-    _vllm_router("round_robin", 18103),
-    _vllm_router("cache_aware", 18107),
+    _vllm_router("round_robin", 18103, 18108),
+    _vllm_router("cache_aware", 18107, 18109),
     Target(
         name="llmgw",
         port=18104,

@@ -158,12 +158,23 @@ async def run_load(sim: SimEngineProcess, run: int, load: int, args: argparse.Na
         # Open the connections before the clock starts, as a router's pool has them open.
         await asyncio.gather(*(warm() for _ in range(load)))
         await asyncio.sleep(0.3)
+        samples: list[int] = []
+
+        async def sample_running() -> None:
+            while True:  # cancelled when the load is done
+                await asyncio.sleep(0.25)
+                async with session.get(sim.url + "/sim/state") as response:
+                    samples.append(int((await response.json())["running"]))
+
+        sampler = asyncio.create_task(sample_running())
         (ran0, waited0), wall0 = cpu_seconds(sim.pid), time.perf_counter()
         if args.mode == "open":
             observed_list = await open_loop(session, sim.url, run, load, args, prompt_tokens)
         else:
             observed_list = await closed_loop(session, sim.url, run, load, args)
         wall = time.perf_counter() - wall0
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
         ran1, waited1 = cpu_seconds(sim.pid)
         async with session.get(sim.url + f"/sim/requests?limit={len(observed_list)}") as response:
             simulated = {r["id"]: r for r in (await response.json())["requests"]}
@@ -177,6 +188,8 @@ async def run_load(sim: SimEngineProcess, run: int, load: int, args: argparse.Na
     return {
         "streams_target": load,
         "streams_mean": round(busy / wall, 1),
+        "streams_median_sampled": statistics.median(samples) if samples else None,
+        "streams_max_sampled": max(samples, default=None),
         "requests": len(rows),
         "tokens": sum(o.chunks for o, _ in rows),
         "wall_s": round(wall, 2),
@@ -198,15 +211,16 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Load shape: {result['mode']}; prompt {result['prompt_tokens']} tokens, "
         f"answer {result['max_tokens']} tokens; sim {' '.join(result['sim_args'])}.\n",
-        "| streams (target / mean) | requests | sim CPU % | sim waiting for CPU % | simulated TTFT ms "
-        "| simulated ITL ms | served TTFT Δ% mean / p50 / p95 | served ITL Δ% mean / p95 "
+        "| streams (target / mean / median / max) | requests | sim CPU % | sim waiting for CPU % "
+        "| simulated TTFT ms | simulated ITL ms | served TTFT Δ% mean / p50 / p95 | served ITL Δ% mean / p95 "
         "| client TTFT Δ% mean / p95 | client ITL Δ% mean / p95 |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["loads"]:
         served = r["served_ttft"]
         lines.append(
-            f"| {r['streams_target']} / {r['streams_mean']} | {r['requests']} | {r['sim_cpu_pct']} "
+            f"| {r['streams_target']} / {r['streams_mean']} / {r['streams_median_sampled']} "
+            f"/ {r['streams_max_sampled']} | {r['requests']} | {r['sim_cpu_pct']} "
             f"| {r['sim_cpu_wait_pct']} | {r['simulated_ttft_mean_ms']} | {r['simulated_itl_mean_ms']} "
             f"| {served['mean_of_totals_pct']:+.2f} / {served['p50_pct']:+.2f} / {served['p95_pct']:+.2f} "
             f"| {r['served_itl']['mean_of_totals_pct']:+.2f} / {r['served_itl']['p95_pct']:+.2f} "
@@ -230,7 +244,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 prompt_tokens = int((await response.json())["count"])
         # A warm-up run, not recorded: first requests pay for imports and cold caches.
         await run_load(sim, 0, 10, args, prompt_tokens)
-        for run, load in enumerate((int(x) for x in args.loads.split(",")), start=1):
+        loads = [int(x) for x in args.loads.split(",")]
+        for run, load in enumerate((n for n in loads for _ in range(args.repeat)), start=1):
             results.append(await run_load(sim, run, load, args, prompt_tokens))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return {
@@ -259,6 +274,7 @@ def main() -> None:
     parser.add_argument("--loads", default="50,100,200", help="concurrent streams, comma-separated")
     parser.add_argument("--mode", choices=["open", "closed"], default="open")
     parser.add_argument("--requests-per-stream", type=int, default=3, help="requests = this x streams")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per load (each its own row)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--prompt-words", type=int, default=120)
     parser.add_argument("--max-seqs", type=int, default=256, help="so every stream runs: no queueing")

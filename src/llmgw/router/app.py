@@ -9,6 +9,7 @@ are few and fixed, so a dictionary dispatches them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
@@ -18,6 +19,7 @@ import orjson
 
 from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 from llmgw.router.catalog_view import ModelsView
+from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.request import Kind, parse_request
@@ -44,6 +46,7 @@ class GatewayApp:
         models: ModelsView,
         max_body_bytes: int,
         session_header: str,
+        departures: Departures,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._resolver = resolver
@@ -52,6 +55,7 @@ class GatewayApp:
         self._models = models
         self._max_body_bytes = max_body_bytes
         self._session_header = session_header.lower()
+        self._departures = departures
         self._clock = clock
         self._id_prefix = os.urandom(4).hex()
         self._ids = itertools.count(1)
@@ -127,7 +131,17 @@ class GatewayApp:
             fallback = self._resolver.fallback(name)
             if fallback is not None:
                 chain.append(fallback)
-        await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
+        task = asyncio.current_task()
+        assert task is not None
+        stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
+        try:
+            await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
+        except asyncio.CancelledError:
+            if not stay.gone:
+                raise
+            # The client left; the replica's connection was closed on the way out.
+        finally:
+            self._departures.leave(stay)
 
     def _list_models(self, proto: HTTPProtocol, path: str) -> None:
         if path == "/v1/models":

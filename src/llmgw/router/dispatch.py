@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from llmgw.errors import IdleTimeout, NoCapacity, TotalTimeout, UpstreamClosed, UpstreamError
+from llmgw.errors import IdleTimeout, NoCapacity, PhaseTimeout, TotalTimeout, UpstreamClosed, UpstreamError
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
@@ -27,7 +27,7 @@ from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
-from llmgw.upstream.connection import TIMED_OUT
+from llmgw.upstream.watchdog import Watchdog
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -41,6 +41,7 @@ class Dispatcher:
         picker: Picker,
         metrics: GatewayMetrics,
         usage: UsageSink,
+        watchdog: Watchdog,
         limits: PhaseLimits,
         retries: int,
         inject_usage: bool,
@@ -51,6 +52,7 @@ class Dispatcher:
         self._picker = picker
         self._metrics = metrics
         self._usage = usage
+        self._watchdog = watchdog
         self._limits = limits
         self._retries = retries
         self._inject_usage = inject_usage
@@ -140,9 +142,9 @@ class Dispatcher:
             try:
                 result: Answer | OpenStream
                 if request.stream:
-                    result = await open_stream(endpoint, head, body, self._limits, budget)
+                    result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
-                    result = await fetch(endpoint, head, body, self._limits, budget)
+                    result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
             except UpstreamError:
                 endpoint.breaker.failed(self._clock())
                 raise
@@ -228,9 +230,11 @@ class Dispatcher:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off)."""
         conn = stream.conn
+        watch = stream.watch
         loop = asyncio.get_running_loop()
         # The total bound counts from the request's arrival, in the loop's clock.
-        deadline = loop.time() + (started + self._limits.total - self._clock())
+        total = self._limits.total
+        deadline = loop.time() + (started + total - self._clock())
         idle = self._limits.idle
         try:
             out = relay.feed(stream.first)
@@ -238,17 +242,13 @@ class Dispatcher:
                 await transport.send_bytes(out)
             while True:
                 now = loop.time()
-                chunk = await conn.read_chunk(min(now + idle, deadline))
+                if now + idle < deadline:
+                    watch.move(now + idle, IdleTimeout, idle)
+                else:
+                    watch.move(deadline, TotalTimeout, total)
+                chunk = await conn.read_chunk()
                 if chunk is None:
                     break
-                if chunk is TIMED_OUT:
-                    conn.close()
-                    late = loop.time() >= deadline
-                    cause = TotalTimeout(self._limits.total) if late else IdleTimeout(idle)
-                    await self._broken(
-                        transport, endpoint, target, str(cause), type(cause).__name__, timed_out=True
-                    )
-                    return 502
                 out = relay.feed(chunk)
                 if out:
                     await transport.send_bytes(out)
@@ -263,11 +263,14 @@ class Dispatcher:
             return 499
         except UpstreamError as exc:
             conn.close()
-            await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=False)
+            timed_out = isinstance(exc, PhaseTimeout)
+            await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
         except BaseException:
             conn.close()
             raise
+        finally:
+            self._watchdog.disarm(watch)
         endpoint.pool.release(conn)
         return 200
 

@@ -53,17 +53,25 @@ class Endpoint:
     __slots__ = (
         "auth_header",
         "breaker",
+        "id",
         "inflight",
         "load",
         "metric_names",
         "path_prefix",
         "pool",
+        "priority",
         "scraped_at",
         "spec",
+        "weight",
     )
 
     def __init__(self, spec: EndpointSpec, pool: OriginPool, breaker: Breaker) -> None:
         self.spec = spec
+        # Copied out of the spec because the picker reads them for every candidate of
+        # every request.
+        self.id = spec.id
+        self.weight = spec.weight if spec.weight > 0 else 1.0
+        self.priority = spec.priority
         self.pool = pool
         self.breaker = breaker
         self.path_prefix = _path_prefix(spec.url)
@@ -72,14 +80,6 @@ class Endpoint:
         self.inflight = 0
         self.load = EngineLoad()
         self.scraped_at: float | None = None
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    @property
-    def weight(self) -> float:
-        return self.spec.weight if self.spec.weight > 0 else 1.0
 
     def __repr__(self) -> str:
         return f"Endpoint({self.spec.id!r}, inflight={self.inflight})"

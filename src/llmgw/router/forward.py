@@ -20,11 +20,15 @@ from llmgw.errors import (
     FirstTokenTimeout,
     GenerationTimeout,
     HeaderTimeout,
+    IdleTimeout,
+    PhaseTimeout,
+    TotalTimeout,
     UpstreamClosed,
     UpstreamStatus,
 )
 from llmgw.router.endpoints import Endpoint
 from llmgw.upstream import Connection
+from llmgw.upstream.watchdog import Watch, Watchdog
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +74,43 @@ def content_type_of(conn: Connection) -> str:
     return "application/json"
 
 
-async def _exchange(endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits) -> Connection:
-    """Sends the request; a kept-alive connection the replica closed meanwhile is
-    replaced once, silently: that is the pool's staleness, not the replica's failure."""
+async def _send(
+    endpoint: Endpoint,
+    head: bytes,
+    body: bytes,
+    limits: PhaseLimits,
+    watchdog: Watchdog,
+    phase: type[PhaseTimeout],
+    bound: float,
+) -> tuple[Connection, Watch]:
+    """Sends the request and waits for the status line, within `bound` seconds of now.
+
+    A kept-alive connection the replica closed meanwhile is replaced once, silently:
+    that is the pool's staleness, not the replica's failure."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound
     conn, reused = await endpoint.pool.acquire(limits.dial)
+    watch = watchdog.arm(conn, deadline, phase, bound)
     try:
         await conn.exchange(head, body)
     except UpstreamClosed:
+        watchdog.disarm(watch)
         conn.close()
         if not reused:
             raise
         conn = await endpoint.pool.dial(limits.dial)
-        await conn.exchange(head, body)
-    return conn
+        watch = watchdog.arm(conn, deadline, phase, bound)
+        try:
+            await conn.exchange(head, body)
+        except BaseException:
+            watchdog.disarm(watch)
+            conn.close()
+            raise
+    except BaseException:
+        watchdog.disarm(watch)
+        conn.close()
+        raise
+    return conn, watch
 
 
 @dataclass(slots=True)
@@ -94,22 +122,20 @@ class Answer:
     body: bytes
 
 
-async def fetch(endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float) -> Answer:
+async def fetch(
+    endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
+) -> Answer:
     """A non-streaming try: the whole answer within generation (or what is left of total)."""
     bound = min(limits.generation, budget) if limits.generation > 0 else budget
-    conn: Connection | None = None
+    phase = GenerationTimeout if limits.generation > 0 and limits.generation <= budget else TotalTimeout
+    conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound)
     try:
-        async with asyncio.timeout(bound):
-            conn = await _exchange(endpoint, head, body, limits)
-            data = await conn.read_body()
-    except TimeoutError as exc:
-        if conn is not None:
-            conn.close()
-        raise GenerationTimeout(bound) from exc
+        data = await conn.read_body()
     except BaseException:
-        if conn is not None:
-            conn.close()
+        conn.close()
         raise
+    finally:
+        watchdog.disarm(watch)
     endpoint.pool.release(conn)
     if retryable_status(conn.status):
         raise UpstreamStatus(conn.status, data)
@@ -118,45 +144,38 @@ async def fetch(endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimit
 
 @dataclass(slots=True)
 class OpenStream:
-    """A stream whose first bytes have arrived; nothing has been sent to the client yet."""
+    """A stream whose first bytes have arrived; nothing has been sent to the client yet.
+    Its watch stays armed: the relay moves it along for the idle and total bounds."""
 
     conn: Connection
     first: bytes
+    watch: Watch
 
 
 async def open_stream(
-    endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float
+    endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
 ) -> OpenStream | Answer:
     """A streaming try up to its first bytes. A replica that answers with an error
     status instead of a stream gives an `Answer`, passed to the client as it is."""
-    conn: Connection | None = None
+    bound = min(limits.response_header, budget)
+    conn, watch = await _send(endpoint, head, body, limits, watchdog, HeaderTimeout, bound)
+    loop = asyncio.get_running_loop()
     try:
-        bound = min(limits.response_header, budget)
-        try:
-            async with asyncio.timeout(bound):
-                conn = await _exchange(endpoint, head, body, limits)
-        except TimeoutError as exc:
-            raise HeaderTimeout(bound) from exc
         if conn.status != 200:
-            try:
-                async with asyncio.timeout(min(limits.idle, budget)):
-                    data = await conn.read_body()
-            except TimeoutError as exc:
-                raise HeaderTimeout(min(limits.idle, budget)) from exc
+            watch.move(loop.time() + min(limits.idle, budget), IdleTimeout, min(limits.idle, budget))
+            data = await conn.read_body()
+            watchdog.disarm(watch)
             endpoint.pool.release(conn)
             if retryable_status(conn.status):
                 raise UpstreamStatus(conn.status, data)
             return Answer(conn.status, content_type_of(conn), data)
         bound = min(limits.first_token, budget)
-        try:
-            async with asyncio.timeout(bound):
-                first = await conn.read_chunk()
-        except TimeoutError as exc:
-            raise FirstTokenTimeout(bound) from exc
+        watch.move(loop.time() + bound, FirstTokenTimeout, bound)
+        first = await conn.read_chunk()
         if first is None:
             raise UpstreamClosed("the replica ended the stream before sending anything")
-        return OpenStream(conn, first)
+        return OpenStream(conn, first, watch)
     except BaseException:
-        if conn is not None:
-            conn.close()
+        watchdog.disarm(watch)
+        conn.close()
         raise

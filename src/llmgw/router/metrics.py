@@ -1,115 +1,196 @@
-"""The gateway's Prometheus metrics, in a registry of its own (no process globals).
+"""The gateway's Prometheus metrics, counted in plain dictionaries and exported when
+scraped.
 
-Served at `/metrics` on `admin_listen` and on `metrics_listen`. Label children are
-cached per label tuple, because looking a child up in prometheus_client costs more
-than the increment itself and the request path does it several times a request.
+prometheus_client's own counters take a lock and look up a label child on every
+increment, which on the request path cost more than the work being counted. Here the
+request path adds to dictionaries (one event loop, no lock needed) and a collector
+turns them into metric families at scrape time, in the registry the gateway owns (no
+process globals). Served at `/metrics` on `admin_listen` and on `metrics_listen`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from llmgw.router.endpoints import EndpointRegistry
 
-_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+)
+
+
+@dataclass(slots=True)
+class Histogram:
+    """Bucket counts (non-cumulative), sum and count of observations."""
+
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float) -> None:
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.buckets, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), float(running)))
+        return out
 
 
 class GatewayMetrics:
-    """Counters and histograms of the request path."""
+    """What the request path counts; exported by `GatewayCollector`."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self._requests = Counter(
-            "llmgw_requests",
-            "Requests answered, by model and HTTP status.",
-            ["model", "status"],
-            registry=registry,
-        )
-        self._latency = Histogram(
-            "llmgw_request_duration_seconds",
-            "Time from the request's arrival to the end of its answer.",
-            ["model"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self._ttft = Histogram(
-            "llmgw_time_to_first_token_seconds",
-            "Time from a streamed request's arrival to its first bytes of answer.",
-            ["model"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self._tokens = Counter(
-            "llmgw_tokens",
-            "Tokens, by model and kind (prompt, completion).",
-            ["model", "kind"],
-            registry=registry,
-        )
-        self._retries = Counter(
-            "llmgw_retries", "Tries on a further replica after one failed.", ["model"], registry=registry
-        )
-        self._fallbacks = Counter(
-            "llmgw_fallbacks",
-            "Requests answered by a fallback model.",
-            ["model", "fallback"],
-            registry=registry,
-        )
-        self._upstream_failures = Counter(
-            "llmgw_upstream_failures",
-            "Failed tries on a replica, by endpoint and reason.",
-            ["endpoint", "reason"],
-            registry=registry,
-        )
-        self._stream_errors = Counter(
-            "llmgw_stream_interruptions",
-            "Streams that broke after they began and ended with an error event.",
-            ["model"],
-            registry=registry,
-        )
-        self._cache: dict[tuple[str, ...], Callable[..., None]] = {}
-
-    def _child(self, key: tuple[str, ...], make: Callable[[], Callable[..., None]]) -> Callable[..., None]:
-        bound = self._cache.get(key)
-        if bound is None:
-            bound = self._cache[key] = make()
-        return bound
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, int], int] = {}
+        self.latency: dict[str, Histogram] = {}
+        self.ttft: dict[str, Histogram] = {}
+        self.tokens: dict[tuple[str, str], int] = {}
+        self.retries: dict[str, int] = {}
+        self.fallbacks: dict[tuple[str, str], int] = {}
+        self.upstream_failures: dict[tuple[str, str], int] = {}
+        self.stream_interruptions: dict[str, int] = {}
+        self.usage_dropped = 0
 
     def answered(self, model: str, status: int, seconds: float) -> None:
-        self._child(("req", model, str(status)), lambda: self._requests.labels(model, str(status)).inc)()
-        self._child(("lat", model), lambda: self._latency.labels(model).observe)(seconds)
+        key = (model, status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        histogram = self.latency.get(model)
+        if histogram is None:
+            histogram = self.latency[model] = Histogram()
+        histogram.observe(seconds)
 
     def first_token(self, model: str, seconds: float) -> None:
-        self._child(("ttft", model), lambda: self._ttft.labels(model).observe)(seconds)
+        histogram = self.ttft.get(model)
+        if histogram is None:
+            histogram = self.ttft[model] = Histogram()
+        histogram.observe(seconds)
 
-    def tokens(self, model: str, prompt: int, completion: int) -> None:
-        self._child(("tp", model), lambda: self._tokens.labels(model, "prompt").inc)(prompt)
-        self._child(("tc", model), lambda: self._tokens.labels(model, "completion").inc)(completion)
+    def counted_tokens(self, model: str, prompt: int, completion: int) -> None:
+        for kind, amount in (("prompt", prompt), ("completion", completion)):
+            key = (model, kind)
+            self.tokens[key] = self.tokens.get(key, 0) + amount
 
     def retried(self, model: str) -> None:
-        self._child(("retry", model), lambda: self._retries.labels(model).inc)()
+        self.retries[model] = self.retries.get(model, 0) + 1
 
     def fell_back(self, model: str, fallback: str) -> None:
-        self._child(("fb", model, fallback), lambda: self._fallbacks.labels(model, fallback).inc)()
+        key = (model, fallback)
+        self.fallbacks[key] = self.fallbacks.get(key, 0) + 1
 
     def upstream_failed(self, endpoint: str, reason: str) -> None:
-        self._child(("uf", endpoint, reason), lambda: self._upstream_failures.labels(endpoint, reason).inc)()
+        key = (endpoint, reason)
+        self.upstream_failures[key] = self.upstream_failures.get(key, 0) + 1
 
     def stream_interrupted(self, model: str) -> None:
-        self._child(("si", model), lambda: self._stream_errors.labels(model).inc)()
+        self.stream_interruptions[model] = self.stream_interruptions.get(model, 0) + 1
 
 
-class EndpointCollector(Collector):
-    """Endpoint state read at scrape time: in flight, scraped load, breaker state."""
+def _counter(
+    name: str, doc: str, labels: list[str], values: Iterable[tuple[Sequence[str], int]]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, value in values:
+        family.add_metric(list(key), value)
+    return family
 
-    def __init__(self, endpoints: EndpointRegistry, clock: Callable[[], float]) -> None:
+
+def _histograms(name: str, doc: str, values: dict[str, Histogram]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=["model"])
+    for model, histogram in values.items():
+        family.add_metric([model], histogram.cumulative(), histogram.total)
+    return family
+
+
+class GatewayCollector(Collector):
+    """Exports `GatewayMetrics` and the endpoints' live state at scrape time."""
+
+    def __init__(
+        self, metrics: GatewayMetrics, endpoints: EndpointRegistry, clock: Callable[[], float]
+    ) -> None:
+        self._metrics = metrics
         self._endpoints = endpoints
         self._clock = clock
 
-    def collect(self) -> list[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        yield _counter(
+            "llmgw_requests",
+            "Requests answered, by model and HTTP status (499: the client left).",
+            ["model", "status"],
+            (((model, str(status)), n) for (model, status), n in m.requests.items()),
+        )
+        yield _histograms(
+            "llmgw_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer.",
+            m.latency,
+        )
+        yield _histograms(
+            "llmgw_time_to_first_token_seconds",
+            "Time from a streamed request's arrival to the first bytes of its answer.",
+            m.ttft,
+        )
+        yield _counter(
+            "llmgw_tokens",
+            "Tokens, by model and kind (prompt, completion).",
+            ["model", "kind"],
+            m.tokens.items(),
+        )
+        yield _counter(
+            "llmgw_retries",
+            "Tries on a further replica after one failed.",
+            ["model"],
+            (((k,), v) for k, v in m.retries.items()),
+        )
+        yield _counter(
+            "llmgw_fallbacks",
+            "Requests answered by a fallback model.",
+            ["model", "fallback"],
+            m.fallbacks.items(),
+        )
+        yield _counter(
+            "llmgw_upstream_failures",
+            "Failed tries on a replica, by endpoint and reason.",
+            ["endpoint", "reason"],
+            m.upstream_failures.items(),
+        )
+        yield _counter(
+            "llmgw_stream_interruptions",
+            "Streams that broke after they began and ended with an error event.",
+            ["model"],
+            (((k,), v) for k, v in m.stream_interruptions.items()),
+        )
+        dropped = CounterMetricFamily(
+            "llmgw_usage_records_dropped", "Usage records dropped because the accounting queue was full."
+        )
+        dropped.add_metric([], m.usage_dropped)
+        yield dropped
+        yield from self._endpoint_state()
+
+    def _endpoint_state(self) -> Iterator[Metric]:
         now = self._clock()
         inflight = GaugeMetricFamily(
             "llmgw_endpoint_inflight",
@@ -127,7 +208,7 @@ class EndpointCollector(Collector):
         )
         breaker = GaugeMetricFamily(
             "llmgw_endpoint_breaker_open",
-            "1 while the endpoint's breaker keeps it out of routing (open), 0.5 half-open, 0 closed.",
+            "1 while the endpoint's breaker keeps it out of routing, 0.5 half-open, 0 closed.",
             labels=["endpoint"],
         )
         for endpoint in self._endpoints.all():
@@ -141,7 +222,16 @@ class EndpointCollector(Collector):
                 kv.add_metric([eid], endpoint.load.kv_usage)
             state = endpoint.breaker.state(now)
             breaker.add_metric([eid], {"closed": 0.0, "half_open": 0.5}.get(state, 1.0))
-        return [inflight, waiting, running, kv, breaker]
+        yield from (inflight, waiting, running, kv, breaker)
 
-    def describe(self) -> list[GaugeMetricFamily]:
-        return []
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+def new_registry(
+    metrics: GatewayMetrics, endpoints: EndpointRegistry, clock: Callable[[], float]
+) -> CollectorRegistry:
+    """A registry holding the gateway's metrics (and nothing from the process globals)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GatewayCollector(metrics, endpoints, clock))
+    return registry

@@ -79,48 +79,49 @@ class Picker:
         self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
     ) -> tuple[Endpoint, str]:
         targets = self._targets
-        scores = {e.id: load_score(e, targets, now) for e in candidates}
-        pool = _preferred_tier(candidates, scores)
-        best = self._least(pool, scores)
+        scored = [(load_score(e, targets, now), e) for e in candidates]
+        pool = _preferred_tier(scored)
+        best_score, best = self._least(pool)
         if profile != "chat":
             return best, "load"
         if session:
             held_id = self._affinity.get(session, now)
-            if held_id is not None and held_id in scores:
-                held = next(e for e in candidates if e.id == held_id)
-                if session_holds(scores[held_id], scores[best.id], targets.session_load_factor):
-                    return held, "session"
+            if held_id is not None:
+                for score, held in scored:
+                    if held.id == held_id:
+                        if session_holds(score, best_score, targets.session_load_factor):
+                            return held, "session"
+                        break
         if self._tree is not None and prompt:
             match = self._tree.match(prompt, now)
             rules = self._rules
+            found = match.by_endpoint
             if (
-                match.longest >= rules.min_match
+                found
+                and match.longest >= rules.min_match
                 and match.longest >= rules.match_ratio * len(prompt)
-                and match.by_endpoint
-                and not imbalanced([float(e.inflight) for e in pool], rules.balance_abs, rules.balance_rel)
+                and not imbalanced([float(e.inflight) for _, e in pool], rules.balance_abs, rules.balance_rel)
             ):
-                top = max(match.by_endpoint.get(e.id, 0) for e in pool)
+                top = max(found.get(e.id, 0) for _, e in pool)
                 if top > 0:
-                    holders = [e for e in pool if match.by_endpoint.get(e.id, 0) == top]
-                    return self._least(holders, scores), "prefix"
+                    _, chosen = self._least([(s, e) for s, e in pool if found.get(e.id, 0) == top])
+                    return chosen, "prefix"
         return best, "load"
 
-    def _least(self, pool: Sequence[Endpoint], scores: dict[str, float]) -> Endpoint:
+    def _least(self, pool: Sequence[tuple[float, Endpoint]]) -> tuple[float, Endpoint]:
         """The lowest score; ties go round in turn, so equal replicas share the load."""
-        low = min(scores[e.id] for e in pool)
-        tied = [e for e in pool if scores[e.id] == low]
+        low = min(score for score, _ in pool)
+        tied = [e for score, e in pool if score == low]
         if len(tied) == 1:
-            return tied[0]
+            return low, tied[0]
         self._turn += 1
-        return tied[self._turn % len(tied)]
+        return low, tied[self._turn % len(tied)]
 
 
-def _preferred_tier(candidates: Sequence[Endpoint], scores: dict[str, float]) -> Sequence[Endpoint]:
+def _preferred_tier(scored: list[tuple[float, Endpoint]]) -> list[tuple[float, Endpoint]]:
     """The highest-priority replicas while any of them is below target, else all."""
-    top = max(e.spec.priority for e in candidates)
-    if all(e.spec.priority == top for e in candidates):
-        return candidates
-    tier = [e for e in candidates if e.spec.priority == top]
-    if any(scores[e.id] < 1.0 for e in tier):
+    top = max(e.priority for _, e in scored)
+    tier = [(s, e) for s, e in scored if e.priority == top]
+    if len(tier) == len(scored) or any(s < 1.0 for s, _ in tier):
         return tier
-    return candidates
+    return scored

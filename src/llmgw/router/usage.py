@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter
 
 from llmgw.router.metrics import GatewayMetrics
 
@@ -64,22 +63,17 @@ def read_tokens(data: bytes | None) -> Tokens | None:
 class UsageSink:
     """A bounded queue of records and the task that drains it."""
 
-    def __init__(self, metrics: GatewayMetrics, registry: CollectorRegistry, capacity: int = 65536) -> None:
+    def __init__(self, metrics: GatewayMetrics, capacity: int = 65536) -> None:
         self._metrics = metrics
         self._queue: deque[UsageRecord] = deque()
         self._capacity = capacity
         self._wake = asyncio.Event()
-        self._dropped = Counter(
-            "llmgw_usage_records_dropped",
-            "Usage records dropped because the accounting queue was full.",
-            registry=registry,
-        )
         self.consumers: list[Callable[[UsageRecord, Tokens | None], None]] = []
 
     def record(self, record: UsageRecord) -> None:
         """Hands a record over; never blocks."""
         if len(self._queue) >= self._capacity:
-            self._dropped.inc()
+            self._metrics.usage_dropped += 1
             return
         self._queue.append(record)
         if not self._wake.is_set():
@@ -92,7 +86,7 @@ class UsageSink:
             record = self._queue.popleft()
             tokens = read_tokens(record.usage_bytes)
             if tokens is not None:
-                self._metrics.tokens(record.model, tokens.prompt, tokens.completion)
+                self._metrics.counted_tokens(record.model, tokens.prompt, tokens.completion)
             for consumer in self.consumers:
                 try:
                     consumer(record, tokens)

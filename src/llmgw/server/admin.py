@@ -8,12 +8,15 @@ serves `metrics_listen`, where only `/metrics` is mounted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from llmgw.router.responses import error_body
 from llmgw.router.rsgi import HTTPProtocol, Scope
+
+log = logging.getLogger(__name__)
 
 
 class AdminApp:

@@ -14,16 +14,15 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from prometheus_client import CollectorRegistry
-
 from llmgw.config import Settings
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
 from llmgw.router.catalog_view import ModelsView
+from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.forward import PhaseLimits
-from llmgw.router.metrics import EndpointCollector, GatewayMetrics
+from llmgw.router.metrics import GatewayMetrics, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
@@ -33,6 +32,7 @@ from llmgw.router.usage import UsageSink
 from llmgw.server.admin import AdminApp
 from llmgw.server.endpoints_static import static_specs
 from llmgw.upstream import UpstreamClient
+from llmgw.upstream.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +56,11 @@ class Gateway:
         self.settings = settings
         self.clock = clock
         self.catalog = settings.catalog()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.metrics = GatewayMetrics(self.registry)
+        self.metrics = GatewayMetrics()
         self.client = UpstreamClient()
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
         self.endpoints.publish(static_specs(settings))
-        self.registry.register(EndpointCollector(self.endpoints, clock))
+        self.registry = new_registry(self.metrics, self.endpoints, clock)
         prefix = router.prefix
         tree = (
             PrefixTree(prefix.effective_max_nodes, _seconds(prefix.effective_ttl)) if prefix.enabled else None
@@ -83,13 +82,16 @@ class Gateway:
                 balance_rel=prefix.effective_balance_rel,
             ),
         )
-        self.usage = UsageSink(self.metrics, self.registry)
+        self.usage = UsageSink(self.metrics)
+        self.watchdog = Watchdog()
+        self.departures = Departures()
         timeouts = router.timeouts
         self.dispatcher = Dispatcher(
             self.endpoints,
             self.picker,
             self.metrics,
             self.usage,
+            self.watchdog,
             PhaseLimits(
                 dial=_seconds(timeouts.dial),
                 response_header=_seconds(timeouts.response_header),
@@ -113,6 +115,7 @@ class Gateway:
             ModelsView(self.catalog, self.endpoints),
             router.max_body_bytes,
             router.session_header,
+            self.departures,
             clock,
         )
         self.admin = AdminApp(self.registry, self.ready)
@@ -128,6 +131,8 @@ class Gateway:
         return [
             asyncio.create_task(self.scraper.run(), name="scraper"),
             asyncio.create_task(self.usage.run(), name="usage"),
+            asyncio.create_task(self.watchdog.run(), name="watchdog"),
+            asyncio.create_task(self.departures.run(), name="departures"),
         ]
 
     def close(self) -> None:

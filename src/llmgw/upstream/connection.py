@@ -25,16 +25,6 @@ from llmgw.errors import UpstreamClosed, UpstreamProtocol
 # Past this many unread bytes the socket is paused until the reader catches up.
 _HIGH_WATER_BYTES = 256 * 1024
 
-TIMED_OUT = b""
-"""What `read_chunk` returns when its deadline passed first (the parser never hands
-over an empty piece of body, so it cannot be mistaken for one)."""
-_EXPIRED = object()
-
-
-def _expire(waiter: asyncio.Future[object]) -> None:
-    if not waiter.done():
-        waiter.set_result(_EXPIRED)
-
 
 class Connection(asyncio.Protocol):
     """An HTTP/1.1 client connection; use `exchange`, then `read_chunk` or `read_body`."""
@@ -44,7 +34,7 @@ class Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
         self._head: asyncio.Future[int] | None = None
-        self._waiter: asyncio.Future[object] | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._paused = False
@@ -108,7 +98,6 @@ class Connection(asyncio.Protocol):
         self.status = 0
         self._complete = False
         self.reusable = False
-        self._error = None
         self._head = self._loop.create_future()
         self._transport.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
@@ -118,13 +107,8 @@ class Connection(asyncio.Protocol):
         finally:
             self._head = None
 
-    async def read_chunk(self, deadline: float | None = None) -> bytes | None:
-        """The next piece of the body as it arrived, None once it is complete, or
-        `TIMED_OUT` (empty bytes) when the loop's clock passes `deadline` first.
-
-        The deadline is a timer on the wait itself rather than a cancellation: a stream
-        reads many pieces, and this costs one timer per wait that actually waits, and no
-        exception to unwind."""
+    async def read_chunk(self) -> bytes | None:
+        """The next piece of the body as it arrived, or None once it is complete."""
         while True:
             if self._chunks:
                 chunk = self._chunks.popleft()
@@ -137,15 +121,11 @@ class Connection(asyncio.Protocol):
                 return None
             if self._error is not None:
                 raise self._error
-            waiter = self._waiter = self._loop.create_future()
-            timer = None if deadline is None else self._loop.call_at(deadline, _expire, waiter)
+            self._waiter = self._loop.create_future()
             try:
-                if await waiter is _EXPIRED:
-                    return TIMED_OUT
+                await self._waiter
             finally:
                 self._waiter = None
-                if timer is not None:
-                    timer.cancel()
 
     async def read_body(self) -> bytes:
         """The whole body, once it is complete."""
@@ -157,6 +137,12 @@ class Connection(asyncio.Protocol):
     @property
     def complete(self) -> bool:
         return self._complete
+
+    def expire(self, error: Exception) -> None:
+        """Ends the exchange with `error` (a phase timeout) and closes the socket, so
+        the replica sees its client leave and stops generating."""
+        if not self.closed:
+            self._fail(error)
 
     def close(self) -> None:
         """Closes the socket: a replica sees its client leave and stops generating."""
@@ -176,11 +162,14 @@ class Connection(asyncio.Protocol):
             waiter.set_result(None)
 
     def _fail(self, error: Exception) -> None:
-        self._error = error
+        # The first failure is the one that explains the exchange: a timeout closes the
+        # socket, and the close that follows must not be reported in its place.
+        if self._error is None:
+            self._error = error
         self.reusable = False
         head = self._head
         if head is not None and not head.done():
-            head.set_exception(error)
+            head.set_exception(self._error)
         self._wake()
         if self._transport is not None and not self.closed:
             self.closed = True

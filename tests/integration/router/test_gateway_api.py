@@ -4,6 +4,7 @@ official `openai` client (sync, async, streaming) and raw HTTP for malformed inp
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import openai
@@ -187,14 +188,36 @@ def test_admin_health_readiness_and_metrics(gateway: GatewayProcess) -> None:
         model="chat-model", messages=[{"role": "user", "content": "m"}], max_tokens=2
     )
     text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    requests = families["llmgw_requests"]
-    assert any(
-        s.labels == {"model": "chat-model", "status": "200"} and s.value >= 1 for s in requests.samples
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    names = {s.name for s in samples}
+    ok = {"model": "chat-model", "status": "200"}
+    assert any(s.name == "llmgw_requests_total" and s.labels == ok and s.value >= 1 for s in samples)
+    assert "llmgw_time_to_first_token_seconds_bucket" in names
+    assert "llmgw_endpoint_inflight" in names
+    breakers = {s.labels["endpoint"] for s in samples if s.name == "llmgw_endpoint_breaker_open"}
+    assert breakers == REPLICAS
+
+
+def test_tokens_are_counted_for_streams_that_did_not_ask_for_usage(gateway: GatewayProcess) -> None:
+    def completion_tokens() -> float:
+        text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
+        return sum(
+            s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "llmgw_tokens_total" and s.labels == {"model": "chat-model", "kind": "completion"}
+        )
+
+    before = completion_tokens()
+    list(
+        client(gateway).chat.completions.create(
+            model="chat-model", messages=[{"role": "user", "content": "count"}], max_tokens=7, stream=True
+        )
     )
-    assert "llmgw_time_to_first_token_seconds" in families
-    assert "llmgw_endpoint_inflight" in families
-    assert {s.labels["endpoint"] for s in families["llmgw_endpoint_breaker_open"].samples} == REPLICAS
+    deadline = time.monotonic() + 5
+    while completion_tokens() < before + 7 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert completion_tokens() == before + 7, "router.inject_usage did not account the stream's tokens"
 
 
 def test_session_affinity_keeps_a_conversation_on_one_replica(gateway: GatewayProcess) -> None:

@@ -16,7 +16,6 @@ from llmgw.server.testing import GatewayProcess, start_gateway
 from llmgw.sim.testing import SimEngineProcess
 from support.sims import endpoint, set_fault, sim, sim_state
 
-
 BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
 Pair = tuple[SimEngineProcess, SimEngineProcess]
 

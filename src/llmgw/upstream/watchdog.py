@@ -1,0 +1,74 @@
+"""Deadlines for exchanges with replicas, kept by one periodic sweep.
+
+A timer per wait (asyncio.timeout, call_at) costs several microseconds to arm and
+disarm, and a streamed answer waits dozens of times. Here an exchange registers one
+`Watch`, moves its deadline by assigning a float, and a sweep every `tick` seconds
+expires whatever is past due by failing its connection with the phase's timeout error.
+Deadlines are therefore honoured to within one tick (50 ms by default), which is fine
+for bounds measured in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from llmgw.errors import PhaseTimeout
+from llmgw.upstream.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class Watch:
+    """One exchange's deadline: when the loop's clock passes `deadline`, `conn` fails
+    with `phase(seconds)`."""
+
+    __slots__ = ("conn", "deadline", "phase", "seconds")
+
+    def __init__(self, conn: Connection, deadline: float, phase: type[PhaseTimeout], seconds: float) -> None:
+        self.conn = conn
+        self.deadline = deadline
+        self.phase = phase
+        self.seconds = seconds
+
+    def move(self, deadline: float, phase: type[PhaseTimeout], seconds: float) -> None:
+        """Sets the next deadline and what passing it means."""
+        self.deadline = deadline
+        self.phase = phase
+        self.seconds = seconds
+
+
+class Watchdog:
+    """The set of armed watches and the sweep that expires them."""
+
+    def __init__(self, tick: float = 0.05) -> None:
+        self._tick = tick
+        self._watches: set[Watch] = set()
+        self.expired = 0
+
+    def arm(self, conn: Connection, deadline: float, phase: type[PhaseTimeout], seconds: float) -> Watch:
+        watch = Watch(conn, deadline, phase, seconds)
+        self._watches.add(watch)
+        return watch
+
+    def disarm(self, watch: Watch) -> None:
+        self._watches.discard(watch)
+
+    def sweep(self, now: float) -> int:
+        """Expires every watch past its deadline; returns how many."""
+        due = [w for w in self._watches if w.deadline <= now]
+        for watch in due:
+            self._watches.discard(watch)
+            watch.conn.expire(watch.phase(watch.seconds))
+        self.expired += len(due)
+        return len(due)
+
+    def __len__(self) -> int:
+        return len(self._watches)
+
+    async def run(self) -> None:
+        """Sweeps every tick until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._tick)
+            self.sweep(loop.time())

@@ -1,0 +1,67 @@
+"""The gateway's counters, exported through its own registry in Prometheus text."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmgw.router.breaker import Breaker
+from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
+from llmgw.router.metrics import LATENCY_BUCKETS, GatewayMetrics, Histogram, new_registry
+from llmgw.upstream import UpstreamClient
+
+
+def exported(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    endpoints = EndpointRegistry(UpstreamClient(), failure_threshold=1, cooldown=10.0)
+    endpoints.publish([EndpointSpec(id="a", url="http://127.0.0.1:1", models=("m",))])
+    endpoint = endpoints.get("a")
+    assert endpoint is not None
+    endpoint.breaker = Breaker(1, 10.0)
+    endpoint.breaker.failed(0.0)
+    text = generate_latest(new_registry(metrics, endpoints, clock=lambda: 1.0)).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_every_counter_is_exported_with_its_labels() -> None:
+    m = GatewayMetrics()
+    m.answered("m", 200, 0.2)
+    m.answered("m", 200, 0.3)
+    m.answered("m", 502, 1.0)
+    m.first_token("m", 0.05)
+    m.counted_tokens("m", 10, 3)
+    m.retried("m")
+    m.fell_back("m", "backup")
+    m.upstream_failed("a", "DialError")
+    m.stream_interrupted("m")
+    m.usage_dropped = 4
+    out = exported(m)
+    assert out[("llmgw_requests_total", (("model", "m"), ("status", "200")))] == 2
+    assert out[("llmgw_requests_total", (("model", "m"), ("status", "502")))] == 1
+    assert out[("llmgw_request_duration_seconds_count", (("model", "m"),))] == 3
+    assert out[("llmgw_request_duration_seconds_sum", (("model", "m"),))] == 1.5
+    assert out[("llmgw_time_to_first_token_seconds_count", (("model", "m"),))] == 1
+    assert out[("llmgw_tokens_total", (("kind", "prompt"), ("model", "m")))] == 10
+    assert out[("llmgw_tokens_total", (("kind", "completion"), ("model", "m")))] == 3
+    assert out[("llmgw_retries_total", (("model", "m"),))] == 1
+    assert out[("llmgw_fallbacks_total", (("fallback", "backup"), ("model", "m")))] == 1
+    assert out[("llmgw_upstream_failures_total", (("endpoint", "a"), ("reason", "DialError")))] == 1
+    assert out[("llmgw_stream_interruptions_total", (("model", "m"),))] == 1
+    assert out[("llmgw_usage_records_dropped_total", ())] == 4
+    assert out[("llmgw_endpoint_breaker_open", (("endpoint", "a"),))] == 1.0
+    assert out[("llmgw_endpoint_inflight", (("endpoint", "a"),))] == 0
+
+
+def test_histogram_buckets_are_cumulative_and_end_at_inf() -> None:
+    h = Histogram()
+    for value in (0.001, 0.02, 0.02, 400.0):
+        h.observe(value)
+    buckets = dict(h.cumulative())
+    assert buckets[repr(float(LATENCY_BUCKETS[0]))] == 1
+    assert buckets["0.025"] == 3
+    assert buckets[repr(float(LATENCY_BUCKETS[-1]))] == 3
+    assert buckets["+Inf"] == 4
+    assert h.count == 4
