@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -10,6 +11,8 @@ import uvloop
 
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError
+from llmgw.server.embedded import EMBEDDED_MODEL, embedded_settings
+from llmgw.server.listen import split_listen
 from llmgw.server.runner import serve
 
 
@@ -30,8 +33,18 @@ def server(
         raise typer.Exit(code=2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = load_settings(config)
-        uvloop.run(serve(settings))
+        if config is None:
+            with embedded_settings(dict(os.environ)) as settings:
+                host, port = split_listen(settings.listen, "listen")
+                shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+                typer.echo(
+                    f"llmgw: embedded defaults; the simulated model {EMBEDDED_MODEL!r} "
+                    f"answers at http://{shown}:{port}/v1",
+                    err=True,
+                )
+                uvloop.run(serve(settings))
+        else:
+            uvloop.run(serve(load_settings(config)))
     except ConfigError as exc:
         for problem in exc.problems:
             typer.echo(problem, err=True)

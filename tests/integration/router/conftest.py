@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import openai
 import pytest
 
 from llmgw.server.testing import GatewayProcess, start_gateway
 from llmgw.sim.testing import SimEngineProcess
+from support.clients import ClientFactory
 from support.sims import endpoint, sim
 
 
@@ -45,3 +47,18 @@ def gateway(two_sims: tuple[SimEngineProcess, SimEngineProcess]) -> Iterator[Gat
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture
+def make_client() -> Iterator[ClientFactory]:
+    """Makes OpenAI clients for a gateway; closes them all when the test ends."""
+    made: list[openai.OpenAI] = []
+
+    def make(gateway: GatewayProcess) -> openai.OpenAI:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0, timeout=20)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()

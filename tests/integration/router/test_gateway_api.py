@@ -12,16 +12,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmgw.server.testing import GatewayProcess
+from support.clients import ClientFactory
 
 REPLICAS = {"sim-a", "sim-b"}
 
 
-def client(gateway: GatewayProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0, timeout=20)
-
-
-def test_models_lists_catalog_entries_with_metadata(gateway: GatewayProcess) -> None:
-    models = client(gateway).models.list().data
+def test_models_lists_catalog_entries_with_metadata(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
+    models = make_client(gateway).models.list().data
     assert [m.id for m in models] == ["chat-model"]
     entry = models[0].model_dump()
     assert entry["aliases"] == ["chat"]
@@ -29,11 +28,13 @@ def test_models_lists_catalog_entries_with_metadata(gateway: GatewayProcess) -> 
     assert entry["max_output"] == 256
     assert entry["capabilities"]["tools"] is True
     assert entry["simulated"] is True
-    assert client(gateway).models.retrieve("chat").id == "chat-model"
+    assert make_client(gateway).models.retrieve("chat").id == "chat-model"
 
 
-def test_chat_completion_says_which_replica_answered(gateway: GatewayProcess) -> None:
-    raw = client(gateway).chat.completions.with_raw_response.create(
+def test_chat_completion_says_which_replica_answered(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
+    raw = make_client(gateway).chat.completions.with_raw_response.create(
         model="chat-model", messages=[{"role": "user", "content": "hello there"}], max_tokens=5
     )
     completion = raw.parse()
@@ -45,24 +46,26 @@ def test_chat_completion_says_which_replica_answered(gateway: GatewayProcess) ->
     assert raw.headers["x-request-id"]
 
 
-def test_alias_is_served_as_the_model(gateway: GatewayProcess) -> None:
-    raw = client(gateway).chat.completions.with_raw_response.create(
+def test_alias_is_served_as_the_model(make_client: ClientFactory, gateway: GatewayProcess) -> None:
+    raw = make_client(gateway).chat.completions.with_raw_response.create(
         model="chat", messages=[{"role": "user", "content": "hi"}], max_tokens=3
     )
     assert raw.headers["x-llmgw-model"] == "chat-model"
     assert raw.parse().model == "chat-model"
 
 
-def test_adapter_is_sent_under_its_engine_name(gateway: GatewayProcess) -> None:
-    completion = client(gateway).chat.completions.create(
+def test_adapter_is_sent_under_its_engine_name(make_client: ClientFactory, gateway: GatewayProcess) -> None:
+    completion = make_client(gateway).chat.completions.create(
         model="chat-lora", messages=[{"role": "user", "content": "hi"}], max_tokens=3
     )
     assert completion.model == "chat-lora"
 
 
-def test_stream_without_usage_asked_gets_no_usage_chunk(gateway: GatewayProcess) -> None:
+def test_stream_without_usage_asked_gets_no_usage_chunk(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
     chunks = list(
-        client(gateway).chat.completions.create(
+        make_client(gateway).chat.completions.create(
             model="chat-model",
             messages=[{"role": "user", "content": "stream please"}],
             max_tokens=6,
@@ -77,9 +80,9 @@ def test_stream_without_usage_asked_gets_no_usage_chunk(gateway: GatewayProcess)
     assert chunks[-1].choices[0].finish_reason == "length"
 
 
-def test_stream_with_usage_asked_gets_it_last(gateway: GatewayProcess) -> None:
+def test_stream_with_usage_asked_gets_it_last(make_client: ClientFactory, gateway: GatewayProcess) -> None:
     chunks = list(
-        client(gateway).chat.completions.create(
+        make_client(gateway).chat.completions.create(
             model="chat-model",
             messages=[{"role": "user", "content": "count my tokens"}],
             max_tokens=4,
@@ -93,8 +96,8 @@ def test_stream_with_usage_asked_gets_it_last(gateway: GatewayProcess) -> None:
     assert last.usage.completion_tokens == 4
 
 
-def test_completions_and_embeddings(gateway: GatewayProcess) -> None:
-    c = client(gateway)
+def test_completions_and_embeddings(make_client: ClientFactory, gateway: GatewayProcess) -> None:
+    c = make_client(gateway)
     completion = c.completions.create(model="chat-model", prompt="Once upon a time", max_tokens=4)
     assert completion.choices[0].text
     embedding = c.embeddings.create(model="chat-model", input=["a", "b"])
@@ -118,27 +121,33 @@ def test_async_client_concurrent_requests(gateway: GatewayProcess) -> None:
     assert asyncio.run(run()) <= REPLICAS
 
 
-def test_unknown_model_is_404_naming_where_to_look(gateway: GatewayProcess) -> None:
+def test_unknown_model_is_404_naming_where_to_look(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
-        client(gateway).chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+        make_client(gateway).chat.completions.create(
+            model="nope", messages=[{"role": "user", "content": "x"}]
+        )
     body = caught.value.body
     assert isinstance(body, dict)
     assert "/v1/models" in body["message"]
     assert body["code"] == "model_not_found"
 
 
-def test_max_tokens_above_max_output_is_400(gateway: GatewayProcess) -> None:
+def test_max_tokens_above_max_output_is_400(make_client: ClientFactory, gateway: GatewayProcess) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
-        client(gateway).chat.completions.create(
+        make_client(gateway).chat.completions.create(
             model="chat-model", messages=[{"role": "user", "content": "x"}], max_tokens=1000
         )
     assert "256" in str(caught.value)
 
 
-def test_prompt_over_the_context_is_400_before_any_engine(gateway: GatewayProcess) -> None:
+def test_prompt_over_the_context_is_400_before_any_engine(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
     long_prompt = "word " * 20_000  # well past 2048 tokens by any count
     with pytest.raises(openai.BadRequestError) as caught:
-        client(gateway).chat.completions.create(
+        make_client(gateway).chat.completions.create(
             model="chat-model", messages=[{"role": "user", "content": long_prompt}], max_tokens=10
         )
     assert "context" in str(caught.value)
@@ -181,10 +190,10 @@ def test_unknown_route_and_wrong_method(gateway: GatewayProcess) -> None:
     assert httpx.get(gateway.base_url + "/chat/completions", timeout=5).status_code == 405
 
 
-def test_admin_health_readiness_and_metrics(gateway: GatewayProcess) -> None:
+def test_admin_health_readiness_and_metrics(make_client: ClientFactory, gateway: GatewayProcess) -> None:
     assert httpx.get(gateway.admin_url + "/healthz", timeout=5).status_code == 200
     assert httpx.get(gateway.admin_url + "/readyz", timeout=5).status_code == 200
-    client(gateway).chat.completions.create(
+    make_client(gateway).chat.completions.create(
         model="chat-model", messages=[{"role": "user", "content": "m"}], max_tokens=2
     )
     text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
@@ -198,7 +207,9 @@ def test_admin_health_readiness_and_metrics(gateway: GatewayProcess) -> None:
     assert breakers == REPLICAS
 
 
-def test_tokens_are_counted_for_streams_that_did_not_ask_for_usage(gateway: GatewayProcess) -> None:
+def test_tokens_are_counted_for_streams_that_did_not_ask_for_usage(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
     def completion_tokens() -> float:
         text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
         return sum(
@@ -210,7 +221,7 @@ def test_tokens_are_counted_for_streams_that_did_not_ask_for_usage(gateway: Gate
 
     before = completion_tokens()
     list(
-        client(gateway).chat.completions.create(
+        make_client(gateway).chat.completions.create(
             model="chat-model", messages=[{"role": "user", "content": "count"}], max_tokens=7, stream=True
         )
     )
@@ -220,8 +231,10 @@ def test_tokens_are_counted_for_streams_that_did_not_ask_for_usage(gateway: Gate
     assert completion_tokens() == before + 7, "router.inject_usage did not account the stream's tokens"
 
 
-def test_session_affinity_keeps_a_conversation_on_one_replica(gateway: GatewayProcess) -> None:
-    c = client(gateway)
+def test_session_affinity_keeps_a_conversation_on_one_replica(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
+    c = make_client(gateway)
     seen = set()
     for i in range(6):
         raw = c.chat.completions.with_raw_response.create(
@@ -234,8 +247,10 @@ def test_session_affinity_keeps_a_conversation_on_one_replica(gateway: GatewayPr
     assert len(seen) == 1
 
 
-def test_shared_long_prefix_follows_the_replica_that_served_it(gateway: GatewayProcess) -> None:
-    c = client(gateway)
+def test_shared_long_prefix_follows_the_replica_that_served_it(
+    make_client: ClientFactory, gateway: GatewayProcess
+) -> None:
+    c = make_client(gateway)
     system = "You are a careful assistant for the finance team. " * 40
     seen = set()
     for i in range(6):

@@ -14,18 +14,15 @@ import pytest
 
 from llmgw.server.testing import GatewayProcess, start_gateway
 from llmgw.sim.testing import SimEngineProcess
+from support.clients import ClientFactory
 from support.sims import endpoint, set_fault, sim, sim_state
 
 BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
 Pair = tuple[SimEngineProcess, SimEngineProcess]
 
 
-def client(gateway: GatewayProcess, timeout: float = 20) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0, timeout=timeout)
-
-
-def ask(gateway: GatewayProcess, model: str = "m", **extra: Any) -> Any:
-    return client(gateway).chat.completions.with_raw_response.create(
+def ask(make_client: ClientFactory, gateway: GatewayProcess, model: str = "m", **extra: Any) -> Any:
+    return make_client(gateway).chat.completions.with_raw_response.create(
         model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=3, **extra
     )
 
@@ -47,6 +44,7 @@ def gateway_for(
 
 
 def test_refused_replica_is_retried_elsewhere_and_its_breaker_opens(
+    make_client: ClientFactory,
     pair: Pair,
 ) -> None:
     a, b = pair
@@ -57,7 +55,7 @@ def test_refused_replica_is_retried_elsewhere_and_its_breaker_opens(
         router={"failure_threshold": 2, "cooldown": "30s", "default_profile": "round_robin"},
     )
     try:
-        replicas = [ask(gw).headers["x-llmgw-replica"] for _ in range(8)]
+        replicas = [ask(make_client, gw).headers["x-llmgw-replica"] for _ in range(8)]
         assert set(replicas) == {"b"}
         metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
         assert 'llmgw_endpoint_breaker_open{endpoint="a"} 1.0' in metrics
@@ -67,13 +65,15 @@ def test_refused_replica_is_retried_elsewhere_and_its_breaker_opens(
 
 
 @pytest.mark.parametrize("status", ["500", "503", "429"])
-def test_error_status_is_retried_on_another_replica(pair: Pair, status: str) -> None:
+def test_error_status_is_retried_on_another_replica(
+    make_client: ClientFactory, pair: Pair, status: str
+) -> None:
     a, b = pair
     set_fault(a, status)
     gw = gateway_for(endpoint("a", a, "m"), endpoint("b", b, "m"), router={"prefix": {"enabled": False}})
     try:
         for _ in range(4):
-            assert ask(gw).headers["x-llmgw-replica"] == "b"
+            assert ask(make_client, gw).headers["x-llmgw-replica"] == "b"
     finally:
         gw.stop()
 
@@ -126,7 +126,9 @@ def test_hung_replica_is_504_when_nothing_else_can_answer(
 
 
 @pytest.mark.parametrize("fault", ["cut-stream", "hang-stream"])
-def test_stream_broken_after_it_began_ends_with_an_error_event(pair: Pair, fault: str) -> None:
+def test_stream_broken_after_it_began_ends_with_an_error_event(
+    make_client: ClientFactory, pair: Pair, fault: str
+) -> None:
     a, _ = pair
     set_fault(a, fault, stream_tokens=2)
     gw = gateway_for(endpoint("a", a, "m"), router={"timeouts": {"idle": "500ms"}})
@@ -149,7 +151,7 @@ def test_stream_broken_after_it_began_ends_with_an_error_event(pair: Pair, fault
         assert '"stream_interrupted"' in events[-1]
         with pytest.raises(openai.APIError):
             list(
-                client(gw).chat.completions.create(
+                make_client(gw).chat.completions.create(
                     model="m", messages=[{"role": "user", "content": "x"}], max_tokens=50, stream=True
                 )
             )
@@ -157,7 +159,7 @@ def test_stream_broken_after_it_began_ends_with_an_error_event(pair: Pair, fault
         gw.stop()
 
 
-def test_breaker_opens_then_one_probe_closes_it(pair: Pair) -> None:
+def test_breaker_opens_then_one_probe_closes_it(make_client: ClientFactory, pair: Pair) -> None:
     a, b = pair
     gw = gateway_for(
         endpoint("a", a, "m"),
@@ -172,18 +174,19 @@ def test_breaker_opens_then_one_probe_closes_it(pair: Pair) -> None:
     try:
         set_fault(a, "500")
         for _ in range(4):
-            assert ask(gw).headers["x-llmgw-replica"] == "b"
+            assert ask(make_client, gw).headers["x-llmgw-replica"] == "b"
         set_fault(a, "none")
         deadline = time.monotonic() + 10
         seen: set[str] = set()
         while "a" not in seen and time.monotonic() < deadline:
-            seen.add(ask(gw).headers["x-llmgw-replica"])
+            seen.add(ask(make_client, gw).headers["x-llmgw-replica"])
         assert "a" in seen, "the breaker never let a probe through after the cooldown"
     finally:
         gw.stop()
 
 
 def test_fallback_model_answers_when_the_model_cannot(
+    make_client: ClientFactory,
     pair: Pair,
 ) -> None:
     a, b = pair
@@ -195,7 +198,7 @@ def test_fallback_model_answers_when_the_model_cannot(
         models=[{"name": "m", "fallbacks": ["backup"]}, {"name": "backup"}],
     )
     try:
-        raw = ask(gw)
+        raw = ask(make_client, gw)
         assert raw.headers["x-llmgw-model"] == "backup"
         assert raw.headers["x-llmgw-replica"] == "backup-1"
         assert raw.parse().model == "backup"

@@ -257,17 +257,18 @@ def test_a_prompt_goes_where_its_prefix_was_served() -> None:
 
 
 PREFIX_MISS_CASES = [
-    pytest.param("system\nYou", id="shorter-than-min-match"),
-    pytest.param(FOLLOW_UP[: len(FOLLOW_UP) // 2 - 1], id="under-the-match-ratio"),
-    pytest.param("user\nSomething else entirely, and long enough to count.\n", id="no-common-prefix"),
+    # "user\nH" in common: 6 characters, most of the prompt but under min_match.
+    pytest.param("user\nHey\n", "user\nHi\n", id="under-min-match-though-over-the-ratio"),
+    pytest.param(FOLLOW_UP[: len(FOLLOW_UP) // 2 - 1], FOLLOW_UP, id="over-min-match-though-under-the-ratio"),
+    pytest.param("user\nSomething else entirely, and long enough.\n", FOLLOW_UP, id="no-common-prefix"),
 ]
 
 
-@pytest.mark.parametrize("stored", PREFIX_MISS_CASES)
-def test_a_short_match_is_routed_by_load(stored: str) -> None:
+@pytest.mark.parametrize(("stored", "prompt"), PREFIX_MISS_CASES)
+def test_a_short_match_is_routed_by_load(stored: str, prompt: str) -> None:
     world = World()
     world.served(stored, "a")
-    assert world.pick([replica("a", inflight=2), replica("b")], prompt=FOLLOW_UP) == ("b", "load")
+    assert world.pick([replica("a", inflight=2), replica("b")], prompt=prompt) == ("b", "load")
 
 
 def test_a_match_at_exactly_the_ratio_counts() -> None:
