@@ -82,6 +82,12 @@ class Catalog:
                 for f in m.fallbacks
                 if self.resolve(f) is None
             )
+            out.extend(
+                f"{who}: fallback {q(f)} is a guard model, which judges traffic and serves none; "
+                "name a serving model"
+                for f in m.fallbacks
+                if (found := self.resolve(f)) is not None and found.is_guard
+            )
             if m.canary is None:
                 continue
             target = self.resolve(m.canary.model)

@@ -34,10 +34,12 @@ class MetricNames:
     running: tuple[str, ...]
     kv_usage: tuple[str, ...]
     wanted: frozenset[bytes] = field(init=False, repr=False, compare=False)
+    kv_wanted: frozenset[bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = (*self.waiting, *self.running, *self.kv_usage)
         object.__setattr__(self, "wanted", frozenset(n.encode() for n in names))
+        object.__setattr__(self, "kv_wanted", frozenset(n.encode() for n in self.kv_usage))
 
 
 VLLM = MetricNames(
@@ -75,9 +77,11 @@ _SAMPLE = re.compile(rb"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?[ \t]+(\S+)", r
 
 
 def read_load(text: bytes, names: MetricNames) -> EngineLoad:
-    """The load in a `/metrics` page: samples of one gauge summed over its labels (an
-    engine serving several models reports one series each)."""
+    """The load in a `/metrics` page. Queue and batch sizes are summed over their
+    series (an engine serving several models, or running several engine cores, reports
+    one each); the KV-cache share is a fraction, so the fullest series stands for it."""
     wanted = names.wanted
+    kv_names = names.kv_wanted
     sums: dict[str, float] = {}
     for match in _SAMPLE.finditer(text):
         name = match.group(1)
@@ -90,7 +94,10 @@ def read_load(text: bytes, names: MetricNames) -> EngineLoad:
         if math.isnan(value):
             continue
         key = name.decode()
-        sums[key] = sums.get(key, 0.0) + value
+        if name in kv_names:
+            sums[key] = max(sums.get(key, 0.0), value)
+        else:
+            sums[key] = sums.get(key, 0.0) + value
 
     def first(candidates: tuple[str, ...]) -> float | None:
         for candidate in candidates:

@@ -87,7 +87,9 @@ class Picker:
         if session:
             held_id = self._affinity.get(session, now)
             if held_id is not None:
-                for score, held in scored:
+                # Only within the preferred tier: a conversation that spilled to a lower
+                # tier in a burst goes back up once there is room there.
+                for score, held in pool:
                     if held.id == held_id:
                         if session_holds(score, best_score, targets.session_load_factor):
                             return held, "session"
@@ -96,16 +98,17 @@ class Picker:
             match = self._tree.match(prompt, now)
             rules = self._rules
             found = match.by_endpoint
+            # The thresholds apply to what the candidates hold: a replica left out (tried
+            # already, breaker open, lower tier) may hold a longer match that is no use.
+            top = max((found.get(e.id, 0) for _, e in pool), default=0) if found else 0
             if (
-                found
-                and match.longest >= rules.min_match
-                and match.longest >= rules.match_ratio * len(prompt)
+                top > 0
+                and top >= rules.min_match
+                and top >= rules.match_ratio * len(prompt)
                 and not imbalanced([float(e.inflight) for _, e in pool], rules.balance_abs, rules.balance_rel)
             ):
-                top = max(found.get(e.id, 0) for _, e in pool)
-                if top > 0:
-                    _, chosen = self._least([(s, e) for s, e in pool if found.get(e.id, 0) == top])
-                    return chosen, "prefix"
+                _, chosen = self._least([(s, e) for s, e in pool if found.get(e.id, 0) == top])
+                return chosen, "prefix"
         return best, "load"
 
     def _least(self, pool: Sequence[tuple[float, Endpoint]]) -> tuple[float, Endpoint]:

@@ -53,6 +53,7 @@ class ClientRequest:
     wants_usage: bool
     max_tokens: int | None
     prompt: str
+    max_tokens_field: str = "max_tokens"
     session: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -121,15 +122,16 @@ def _embedding_input(body: dict[str, Any]) -> str:
     raise BadRequest("input is required: a string or a list of strings", param="input")
 
 
-def _max_tokens(body: dict[str, Any]) -> int | None:
+def _max_tokens(body: dict[str, Any]) -> tuple[int | None, str]:
+    """The output bound and the field it was given in (the newer name wins)."""
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BadRequest(f"{key} must be a whole number of at least 1", param=key)
-        return value
-    return None
+        return value, key
+    return None, "max_tokens"
 
 
 def parse_request(kind: Kind, raw: bytes) -> ClientRequest:
@@ -153,6 +155,7 @@ def parse_request(kind: Kind, raw: bytes) -> ClientRequest:
     else:
         prompt = _embedding_input(body)
         stream = False
+    max_tokens, max_tokens_field = _max_tokens(body) if kind is not Kind.EMBEDDINGS else (None, "max_tokens")
     options = body.get("stream_options")
     wants_usage = bool(isinstance(options, dict) and options.get("include_usage"))
     return ClientRequest(
@@ -162,6 +165,7 @@ def parse_request(kind: Kind, raw: bytes) -> ClientRequest:
         model=model,
         stream=stream,
         wants_usage=wants_usage,
-        max_tokens=_max_tokens(body) if kind is not Kind.EMBEDDINGS else None,
+        max_tokens=max_tokens,
         prompt=prompt,
+        max_tokens_field=max_tokens_field,
     )

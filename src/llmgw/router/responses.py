@@ -11,7 +11,17 @@ import math
 
 import orjson
 
-from llmgw.errors import ApiError, GatewayTimeout, NoCapacity, PhaseTimeout, UpstreamError
+from llmgw.errors import (
+    ApiError,
+    DialError,
+    GatewayTimeout,
+    NoCapacity,
+    PhaseTimeout,
+    UpstreamClosed,
+    UpstreamError,
+    UpstreamProtocol,
+    UpstreamStatus,
+)
 
 JSON = "application/json"
 
@@ -33,14 +43,31 @@ def api_error_response(error: ApiError) -> tuple[int, list[tuple[str, str]], byt
     )
 
 
+def _public_reason(error: UpstreamError) -> str:
+    """What a client may be told of a failure: its kind, never its details, which can
+    name a replica's internal address."""
+    if isinstance(error, PhaseTimeout):
+        return str(error)
+    if isinstance(error, UpstreamStatus):
+        return f"the replica answered {error.status}"
+    if isinstance(error, DialError):
+        return "no replica accepted a connection"
+    if isinstance(error, UpstreamClosed):
+        return "the replica closed the connection early"
+    if isinstance(error, UpstreamProtocol):
+        return "the replica's answer was not valid HTTP"
+    return "the replica failed"
+
+
 def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiError:
     """What a client is told when every try for its request failed before an answer began."""
+    reason = _public_reason(error)
     if isinstance(error, PhaseTimeout):
         return GatewayTimeout(
-            f"model {model!r}: the replica did not answer in time: {error}", code="upstream_timeout"
+            f"model {model!r}: the replica did not answer in time: {reason}", code="upstream_timeout"
         )
     return NoCapacity(
-        f"model {model!r}: no replica could take the request ({error}); try again shortly",
+        f"model {model!r}: no replica could take the request ({reason}); try again shortly",
         code="no_capacity",
         retry_after=retry_after,
     )

@@ -13,6 +13,7 @@ _BOUNDARY = b"\n\n"
 _USAGE_MARK = b'"choices":[]'
 _DATA = b"data: "
 _DONE = b"data: [DONE]"
+_DONE_AFTER_EVENT = b"\n\ndata: [DONE]"
 # A stream that never draws a boundary is forwarded as it is past this many bytes.
 _MAX_HELD_BYTES = 1 << 20
 
@@ -48,13 +49,20 @@ class SseRelay:
                 self.usage_event = out[start + len(_DATA) : stop]
                 if self.strip_usage:
                     out = out[:start] + out[stop + len(_BOUNDARY) :]
-        if not self.done and out.find(_DONE) >= 0:
+        if not self.done and _ends_stream(out):
             self.done = True
         return out
 
     def flush(self) -> bytes:
         """Whatever is held when the stream ends."""
         rest, self._held = self._held, b""
-        if rest.find(_DONE) >= 0:
+        if _ends_stream(rest):
             self.done = True
         return rest
+
+
+def _ends_stream(events: bytes) -> bool:
+    """Whether whole events include the closing `data: [DONE]` event. Only as an event
+    of its own: a model may well write those bytes inside an answer, where JSON leaves
+    them as they are."""
+    return events.startswith(_DONE) or events.find(_DONE_AFTER_EVENT) >= 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from llmgw.catalog import Catalog, Model
 from llmgw.errors import BadRequest, NotFound
-from llmgw.router.request import ClientRequest
+from llmgw.router.request import ClientRequest, Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +71,10 @@ class TargetResolver:
         )
 
     def fallback(self, name: str) -> Target | None:
+        """A fallback's target; never a guard model, which judges traffic rather than
+        serving it."""
         model = self._catalog.resolve(name)
-        return None if model is None else self._for_model(model, model.name)
+        return None if model is None or model.is_guard else self._for_model(model, model.name)
 
 
 def check_limits(request: ClientRequest, target: Target) -> None:
@@ -80,9 +82,9 @@ def check_limits(request: ClientRequest, target: Target) -> None:
     wanted = request.max_tokens
     if target.max_output and wanted is not None and wanted > target.max_output:
         raise BadRequest(
-            f"max_tokens {wanted} is more than model {target.model!r} writes in one answer "
-            f"({target.max_output}): ask for at most {target.max_output}",
-            param="max_tokens",
+            f"{request.max_tokens_field} {wanted} is more than model {target.model!r} writes in one "
+            f"answer ({target.max_output}): ask for at most {target.max_output}",
+            param=request.max_tokens_field,
             code="max_tokens_too_large",
         )
     if not target.context_length:
@@ -93,13 +95,17 @@ def check_limits(request: ClientRequest, target: Target) -> None:
             f"the prompt (at least {floor} tokens) and max_tokens {wanted} do not fit model "
             f"{target.model!r}'s context of {target.context_length} tokens: "
             "shorten the prompt or lower max_tokens",
-            param="messages" if request.kind == "chat" else "prompt",
+            param=_prompt_field(request),
             code="context_length_exceeded",
         )
     if floor > target.context_length:
         raise BadRequest(
             f"the prompt (at least {floor} tokens) is longer than model {target.model!r}'s context of "
             f"{target.context_length} tokens: shorten it",
-            param="messages" if request.kind == "chat" else "prompt",
+            param=_prompt_field(request),
             code="context_length_exceeded",
         )
+
+
+def _prompt_field(request: ClientRequest) -> str:
+    return {Kind.CHAT: "messages", Kind.COMPLETIONS: "prompt", Kind.EMBEDDINGS: "input"}[request.kind]

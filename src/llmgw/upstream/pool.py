@@ -8,6 +8,7 @@ sink to the bottom and are dropped when found closed.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from urllib.parse import urlsplit
 
@@ -44,7 +45,10 @@ class OriginPool:
         except TimeoutError as exc:
             raise DialTimeout(dial_timeout) from exc
         except OSError as exc:
-            raise DialError(f"could not connect to the replica: {exc.strerror or exc}") from exc
+            # Only the kind of failure: asyncio's own text names the address, which is
+            # internal and may reach a client inside an error message.
+            reason = os.strerror(exc.errno) if exc.errno else "the connection failed"
+            raise DialError(f"could not connect to a replica: {reason}") from exc
         return conn
 
     def release(self, conn: Connection) -> None:

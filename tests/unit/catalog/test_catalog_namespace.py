@@ -96,6 +96,12 @@ def test_fallbacks_resolve_at_load(valid: Valid, build: Build) -> None:
     assert len(build(chat, small, valid("external"))) == 3
 
 
+def test_a_fallback_is_never_a_guard_model(valid: Valid, build: Build) -> None:
+    chat, judge = valid("gpu"), valid("guard")
+    chat["fallbacks"] = [judge["name"]]
+    assert has(problems_of(build, chat, judge), 'model "chat": fallback', "guard model", "serving model")
+
+
 def _with_canary(valid: Valid, **canary: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     chat, candidate = valid("gpu"), valid("gpu")
     candidate["name"], candidate["aliases"] = "chat-next", []

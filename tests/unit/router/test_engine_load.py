@@ -261,11 +261,6 @@ def test_waiting_and_running_are_summed_over_every_series(values: list[float]) -
     assert math.isclose(load.running, math.fsum(values), rel_tol=1e-9, abs_tol=1e-9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_load sums a KV fraction over its series: a vLLM replica with two engine cores "
-    "(data parallel, labels engine=0/1) at 0.45 and 0.40 reads as 0.85, nearly full",
-)
 def test_kv_usage_of_several_engine_cores_is_not_their_sum() -> None:
     page = b"""\
 # HELP vllm:num_requests_waiting Number of requests waiting to be processed.

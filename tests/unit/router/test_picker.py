@@ -364,12 +364,6 @@ def test_forget_drops_sessions_and_prefixes_of_a_withdrawn_replica() -> None:
 # --- known bugs -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="picker.py _by_load tests min_match/match_ratio against the tree's longest match over ALL "
-    "endpoints (here one not among the candidates, e.g. the replica just tried), then routes to the "
-    "candidate with the best of whatever tiny match it has ('user\\n', 5 chars < min_match 8)",
-)
 def test_a_prefix_held_only_by_a_non_candidate_does_not_route_by_prefix() -> None:
     world = World()
     prompt = "user\nSummarise the attached contract in five bullet points.\n"
@@ -379,12 +373,6 @@ def test_a_prefix_held_only_by_a_non_candidate_does_not_route_by_prefix() -> Non
     assert world.pick(candidates, prompt=prompt) == ("b", "load")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="picker.py _by_load holds a session on a lower-priority replica while the higher tier is "
-    "below target: the affinity check looks at every candidate's score, not the preferred tier "
-    "(prefix routing does restrict itself to the tier)",
-)
 def test_a_session_does_not_hold_a_lower_tier_while_the_higher_has_room() -> None:
     world = World(tree=False)
     world.affinity.set("conv-1", "spill", NOW - 1.0)  # went there while the tier was full

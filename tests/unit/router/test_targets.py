@@ -190,11 +190,6 @@ def test_a_fallback_that_names_no_model_is_none(resolver: TargetResolver, name: 
     assert resolver.fallback(name) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TargetResolver.fallback does not hide guard models as resolve does, and Catalog.build accepts "
-    "'fallbacks: [judge]' naming a guard: a client's request falls back onto the guard model",
-)
 def test_a_guard_model_is_never_a_fallback() -> None:
     catalog = _catalog(
         {
@@ -334,10 +329,6 @@ def test_an_adapter_is_held_to_its_models_limits(resolver: TargetResolver) -> No
         check_limits(_request(Kind.CHAT, 60, max_tokens=4096), target)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_limits names param 'prompt' for an embeddings request, whose field is 'input'",
-)
 def test_an_over_long_embedding_input_is_refused_naming_input() -> None:
     with pytest.raises(BadRequest) as caught:
         check_limits(_request(Kind.EMBEDDINGS, 6006), LIMITED)
