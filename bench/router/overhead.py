@@ -74,6 +74,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--load-core", type=int, default=1, help="wrk and the upstream run here")
     p.add_argument("--max-minutes", type=float, default=90, help="configurations past this are skipped")
     p.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--note", action="append", default=[], help="a line for the report's notes (repeatable)")
     args = p.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c]
@@ -371,6 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "upstream": UPSTREAM,
         },
         "targets": [],
+        "notes": [
+            f"Load average {{:.1f}} at the start, {{:.1f}} at the end, on {os.cpu_count()} cores.",
+            *args.note,
+        ],
         "problems": [],
     }
     if not port_is_free(UPSTREAM_PORT):
@@ -429,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         )
     meta["machine"]["loadavg_end"] = os.getloadavg()
+    meta["notes"][0] = meta["notes"][0].format(meta["machine"]["loadavg_start"][0], os.getloadavg()[0])
     path = report.write(args.out_dir, f"router-overhead-{started.strftime('%Y-%m-%d')}", meta, runs)
     print(f"wrote {path} and {path.with_suffix('.json')}")
     return 0

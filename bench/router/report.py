@@ -1,5 +1,7 @@
 """Turns the overhead benchmark's runs into medians, a Markdown report and a JSON file.
 
+`python3 bench/router/report.py RESULT.json` writes RESULT.md again from the JSON.
+
 A configuration is (target, mode, concurrency); it was run N times, and every figure
 reported for it is the median over those runs, with the spread of req/s beside it so a
 noisy machine shows as one. The JSON holds every run as measured, for anyone who wants
@@ -141,8 +143,9 @@ def markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
         "other processes took during each run.",
         f"- Gateway pinned to core {s['gateway_core']}; wrk (1 thread) and the nginx upstream "
         f"(1 worker) on core {s['load_core']}.",
-        f"- Each configuration: {s['warmup_s']} s warm-up, then {s['runs']} runs of {s['duration_s']} s; "
-        "every figure is the median of the runs.",
+        f"- Each configuration: a {s['warmup_s']} s warm-up, then {s['runs']} runs of {s['duration_s']} s, "
+        "interleaved across targets (run 1 of each target, then run 2 of each, …), all targets up "
+        "at once; every figure is the median of the runs.",
         f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}.",
         "",
         "## Throughput at concurrency 64",
@@ -162,6 +165,9 @@ def markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
         if t.get("command"):
             line += f"\n  `{t['command']}`"
         out.append(line)
+    if meta.get("notes"):
+        out += ["", "## Notes", ""]
+        out += [f"- {n}" for n in meta["notes"]]
     if meta.get("problems"):
         out += ["", "## Problems met", ""]
         out += [f"- {p}" for p in meta["problems"]]
@@ -178,6 +184,15 @@ def markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def rerender(json_path: Path) -> Path:
+    """Writes the Markdown of a report again from its JSON (after this module changed)."""
+    data = json.loads(json_path.read_text())
+    meta = {k: v for k, v in data.items() if k not in ("summary", "runs")}
+    md = json_path.with_suffix(".md")
+    md.write_text(markdown(meta, summarize(data["runs"])))
+    return md
+
+
 def write(out_dir: Path, stem: str, meta: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> Path:
     """Writes STEM.md and STEM.json into `out_dir`, never over an earlier report."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -192,3 +207,10 @@ def write(out_dir: Path, stem: str, meta: Mapping[str, Any], runs: Sequence[Mapp
         json.dumps({**meta, "summary": rows, "runs": list(runs)}, indent=2, ensure_ascii=False) + "\n"
     )
     return path.with_suffix(".md")
+
+
+if __name__ == "__main__":
+    import sys
+
+    for arg in sys.argv[1:]:
+        print(f"wrote {rerender(Path(arg))}")

@@ -17,9 +17,20 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         PhaseTimeout       one phase of the exchange ran past its bound; one subclass
                            per phase (dial, response header, generation, first token,
                            idle between chunks, total), each named in its message
+      StoreError           the store of keys, tenancy and usage (SQLite or PostgreSQL) failed
+        StoreUnavailable   it could not be reached, or did not answer in time
+        StoreConflict      a row with that identity exists already, or still has dependents
+        StoreMissing       no row with that identity
       ApiError             a refusal sent to an API client; its class carries the HTTP
                            status and OpenAI's error type, so the status is chosen by
                            type in one place (router/responses.py), never by reading text
+        LimitRefusal       a 429 that carries response headers (`headers`) besides
+                           Retry-After; a RateLimited
+          RateLimitExceeded  an RPM or TPM limit is reached; x-ratelimit-* headers
+          InsufficientQuota  a budget is spent (OpenAI's insufficient_quota)
+        Conflict           409: the admin API cannot create or delete that as asked
+        AuthUnavailable    503: a key that is not cached cannot be checked because the
+                           store cannot be reached
 
 A message never carries a stack trace, an internal address or a credential.
 """
@@ -179,3 +190,59 @@ class BadGateway(ApiError):
 class GatewayTimeout(ApiError):
     status = 504
     error_type = "timeout_error"
+
+
+# --- the store and the limits on the client port ---------------------------------------
+
+
+class StoreError(LlmgwError):
+    """The store of keys, tenancy and usage failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached, or did not answer in time."""
+
+
+class StoreConflict(StoreError):
+    """A row with that identity exists already, or other rows still refer to it."""
+
+
+class StoreMissing(StoreError):
+    """No row with that identity."""
+
+
+class LimitRefusal(RateLimited):
+    """A 429 with headers to send besides Retry-After, as (name, value) pairs."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        headers: Iterable[tuple[str, str]] = (),
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code, retry_after=retry_after)
+        self.headers: list[tuple[str, str]] = list(headers)
+
+
+class RateLimitExceeded(LimitRefusal):
+    """A requests-a-minute or tokens-a-minute limit is reached; the headers are OpenAI's
+    x-ratelimit-* set."""
+
+
+class InsufficientQuota(LimitRefusal):
+    """A budget is spent for its period."""
+
+    error_type = "insufficient_quota"
+
+
+class Conflict(ApiError):
+    status = 409
+    error_type = "invalid_request_error"
+
+
+class AuthUnavailable(ApiError):
+    status = 503
+    error_type = "service_unavailable"

@@ -19,6 +19,18 @@ from llmgw.core.strict import Strict
 
 BUDGET_PERIODS: tuple[str, ...] = ("day", "month")
 MIN_USAGE_RETENTION = timedelta(hours=24)
+MICROS_PER_UNIT = 1_000_000
+
+# What a 0 in the seed's defaults stands for. Each is a choice, written once here:
+# a revoked key keeps working at most half a minute, and a client looping with a bad
+# key costs one store read per half minute; usage reaches the store within a second,
+# in statements of at most 500 rows; 100000 waiting records (a few tens of MB) ride
+# out a store that stalls for tens of seconds at thousands of requests a second.
+DEFAULT_CACHE_TTL = timedelta(seconds=30)
+DEFAULT_NEGATIVE_TTL = timedelta(seconds=30)
+DEFAULT_FLUSH_INTERVAL = timedelta(seconds=1)
+DEFAULT_BATCH_SIZE = 500
+DEFAULT_BUFFER_SIZE = 100_000
 
 
 class Price(Strict):
@@ -55,6 +67,11 @@ class Personal(Strict):
     def effective_period(self) -> str:
         return self.period or "month"
 
+    @property
+    def budget_micros(self) -> int | None:
+        """The budget in millionths of a unit, the store's unit; None when there is none."""
+        return round(self.budget * MICROS_PER_UNIT) if self.budget > 0 else None
+
     @field_validator("period")
     @classmethod
     def _known_period(cls, value: str) -> str:
@@ -69,7 +86,8 @@ class Auth(Strict):
     enabled: bool = False
     """Demands an API key on the client port."""
     store: str = ""
-    """Path of the SQLite database for keys, tenancy and usage; needed once enabled."""
+    """Path of the SQLite database for keys, tenancy and usage, or a postgresql:// URL
+    for a server several gateways share; needed once enabled."""
     cache_ttl: NonNegativeDuration = timedelta(0)
     """How long a key that checked out is cached before the store is consulted again.
     It bounds how long a revoked key still works; shorter means more store reads."""
@@ -106,6 +124,45 @@ class Auth(Strict):
     """Retention of per-request records (the detail `llmgw ctl request` shows); 0 keeps
     them indefinitely. Dashboards, totals and budgets use five-minute aggregates that
     are kept regardless, so pruning only trims the largest table. Minimum 24h."""
+
+    @property
+    def effective_cache_ttl(self) -> timedelta:
+        """`cache_ttl`; 0 is 30s."""
+        return self.cache_ttl or DEFAULT_CACHE_TTL
+
+    @property
+    def effective_negative_ttl(self) -> timedelta:
+        """`negative_ttl`; 0 is 30s."""
+        return self.negative_ttl or DEFAULT_NEGATIVE_TTL
+
+    @property
+    def effective_flush_interval(self) -> timedelta:
+        """`flush_interval`; 0 is 1s."""
+        return self.flush_interval or DEFAULT_FLUSH_INTERVAL
+
+    @property
+    def effective_batch_size(self) -> int:
+        """`batch_size`; 0 is 500."""
+        return self.batch_size or DEFAULT_BATCH_SIZE
+
+    @property
+    def effective_buffer_size(self) -> int:
+        """`buffer_size`; 0 is 100000."""
+        return self.buffer_size or DEFAULT_BUFFER_SIZE
+
+    @property
+    def effective_max_key_ttl(self) -> timedelta | None:
+        """`max_key_ttl`; 0 is None, no bound."""
+        return self.max_key_ttl or None
+
+    @property
+    def effective_usage_retention(self) -> timedelta | None:
+        """`usage_retention`; 0 is None, records kept for ever."""
+        return self.usage_retention or None
+
+    def price(self, model: str) -> Price:
+        """What `model` costs: its `pricing` entry, else `default_price`."""
+        return self.pricing.get(model, self.default_price)
 
     @model_validator(mode="after")
     def _store_and_retention(self) -> Auth:

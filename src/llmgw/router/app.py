@@ -22,6 +22,7 @@ from llmgw.router.catalog_view import ModelsView
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.flow import FlowControl
 from llmgw.router.request import Kind, parse_request
 from llmgw.router.responses import JSON, api_error_response
 from llmgw.router.rsgi import HTTPProtocol, Scope
@@ -47,6 +48,9 @@ class GatewayApp:
         max_body_bytes: int,
         session_header: str,
         departures: Departures,
+        flow: FlowControl,
+        band_header: str,
+        trust_band_header: bool,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._resolver = resolver
@@ -56,6 +60,9 @@ class GatewayApp:
         self._max_body_bytes = max_body_bytes
         self._session_header = session_header.lower()
         self._departures = departures
+        self._flow = flow
+        self._band_header = band_header.lower()
+        self._trust_band_header = trust_band_header
         self._clock = clock
         self._id_prefix = os.urandom(4).hex()
         self._ids = itertools.count(1)
@@ -131,11 +138,19 @@ class GatewayApp:
             fallback = self._resolver.fallback(name)
             if fallback is not None:
                 chain.append(fallback)
+        band = self._flow.band(scope.headers.get(self._band_header) if self._trust_band_header else None)
         task = asyncio.current_task()
         assert task is not None
         stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
         try:
-            await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
+            if not self._flow.admit_now(target.model, band):
+                self._departures.watch_now(stay)
+                await self._flow.wait(target.model, band)
+            self._flow.dispatched(target.model)
+            try:
+                await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
+            finally:
+                self._flow.finished()
         except asyncio.CancelledError:
             if not stay.gone:
                 raise

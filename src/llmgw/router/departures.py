@@ -52,13 +52,19 @@ class Departures:
             watcher.remove_done_callback(stay._left)
             watcher.cancel()
 
+    def watch_now(self, stay: Stay) -> None:
+        """Watches a request at once: one about to wait in a queue must leave it as soon
+        as its client does."""
+        if stay.watcher is None:
+            stay.watcher = asyncio.ensure_future(stay.proto.client_disconnect())
+            stay.watcher.add_done_callback(stay._left)
+
     def sweep(self, now: float) -> int:
         """Arms a watcher on every request in flight for `patience`; returns how many."""
         armed = 0
         for stay in self._stays:
             if stay.watcher is None and now - stay.arrived >= self._patience:
-                stay.watcher = asyncio.ensure_future(stay.proto.client_disconnect())
-                stay.watcher.add_done_callback(stay._left)
+                self.watch_now(stay)
                 armed += 1
         return armed
 

@@ -11,6 +11,7 @@ forgets requests in flight.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -94,6 +95,7 @@ class EndpointRegistry:
         self._cooldown = cooldown
         self._by_id: dict[str, Endpoint] = {}
         self._by_model: dict[str, list[Endpoint]] = {}
+        self._published: dict[str, asyncio.Event] = {}
         self.version = 0
 
     def publish(self, specs: Iterable[EndpointSpec]) -> list[str]:
@@ -120,7 +122,22 @@ class EndpointRegistry:
                 by_model.setdefault(model, []).append(endpoint)
         self._by_id, self._by_model = fresh, by_model
         self.version += 1
+        for model, event in self._published.items():
+            if model in by_model:
+                event.set()
+            else:
+                event.clear()
         return withdrawn
+
+    def published(self, model: str) -> asyncio.Event:
+        """An event set while `model` has at least one endpoint: what a request for a
+        model being started waits on."""
+        event = self._published.get(model)
+        if event is None:
+            event = self._published[model] = asyncio.Event()
+            if model in self._by_model:
+                event.set()
+        return event
 
     def for_model(self, model: str) -> list[Endpoint]:
         """The endpoints serving `model` (do not modify the list)."""

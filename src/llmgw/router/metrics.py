@@ -13,12 +13,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from llmgw.router.endpoints import EndpointRegistry
+
+if TYPE_CHECKING:
+    from llmgw.router.flow import FlowControl
 
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.005,
@@ -223,6 +227,39 @@ class GatewayCollector(Collector):
             state = endpoint.breaker.state(now)
             breaker.add_metric([eid], {"closed": 0.0, "half_open": 0.5}.get(state, 1.0))
         yield from (inflight, waiting, running, kv, breaker)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class FlowCollector(Collector):
+    """Admission's queues and decisions, by model and band, at scrape time."""
+
+    def __init__(self, flow: FlowControl) -> None:
+        self._flow = flow
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._flow.counts
+        depth = GaugeMetricFamily(
+            "llmgw_admission_queue_depth", "Requests waiting to be admitted.", labels=["model", "band"]
+        )
+        for model, flow in self._flow.models():
+            for band, queue in flow.queues.items():
+                depth.add_metric([model, band], len(queue))
+        yield depth
+        for name, doc, table in (
+            ("llmgw_admission_admitted", "Requests admitted, at once or after waiting.", counts.admitted),
+            ("llmgw_admission_queued", "Requests that had to wait to be admitted.", counts.queued),
+            ("llmgw_admission_expired", "Requests refused after waiting past queue_ttl.", counts.expired),
+            ("llmgw_admission_shed", "Requests turned away because a queue was full.", counts.shed),
+        ):
+            yield _counter(name, doc, ["model", "band"], table.items())
+        waits = HistogramMetricFamily(
+            "llmgw_admission_wait_seconds", "Time admitted requests waited in a queue.", labels=["band"]
+        )
+        for band, histogram in counts.waited.items():
+            waits.add_metric([band], histogram.cumulative(), histogram.total)
+        yield waits
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

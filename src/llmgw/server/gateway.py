@@ -15,20 +15,23 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from llmgw.config import Settings
+from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
-from llmgw.router.metrics import GatewayMetrics, new_registry
+from llmgw.router.metrics import FlowCollector, GatewayMetrics, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
 from llmgw.router.scraper import Scraper
+from llmgw.router.slo import Objective, SloTracker
 from llmgw.router.targets import TargetResolver
-from llmgw.router.usage import UsageSink
+from llmgw.router.usage import Tokens, UsageRecord, UsageSink
 from llmgw.server.admin import AdminApp
 from llmgw.server.endpoints_static import static_specs
 from llmgw.upstream import UpstreamClient
@@ -61,18 +64,43 @@ class Gateway:
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
         self.endpoints.publish(static_specs(settings))
         self.registry = new_registry(self.metrics, self.endpoints, clock)
+        targets = ScoringTargets(
+            target_waiting=router.scoring.target_waiting,
+            target_inflight=router.scoring.target_inflight,
+            kv_ceiling=router.scoring.kv_ceiling,
+            session_load_factor=router.scoring.session_load_factor,
+            stale_after=_seconds(router.stale_after),
+        )
+        admission = router.admission
+        self.slo = SloTracker(
+            {
+                m.name: Objective(m.slo.ttft_p99.total_seconds(), m.slo.tpot_p99.total_seconds())
+                for m in self.catalog.models()
+            }
+        )
+        self.flow = FlowControl(
+            FlowRules(
+                enabled=admission.enabled,
+                bands=tuple(BandRule(b.name, b.priority, b.saturation_ceiling) for b in admission.bands),
+                default_band=admission.default_band,
+                queue_ttl=admission.queue_ttl.total_seconds(),
+                per_band=admission.queue_capacity_per_band,
+                total=admission.effective_queue_capacity_total,
+                interval=admission.interval.total_seconds(),
+                activation_wait=router.effective_activation_wait.total_seconds(),
+            ),
+            self.endpoints,
+            targets,
+            self.slo,
+            clock=clock,
+        )
+        self.registry.register(FlowCollector(self.flow))
         prefix = router.prefix
         tree = (
             PrefixTree(prefix.effective_max_nodes, _seconds(prefix.effective_ttl)) if prefix.enabled else None
         )
         self.picker = Picker(
-            ScoringTargets(
-                target_waiting=router.scoring.target_waiting,
-                target_inflight=router.scoring.target_inflight,
-                kv_ceiling=router.scoring.kv_ceiling,
-                session_load_factor=router.scoring.session_load_factor,
-                stale_after=_seconds(router.stale_after),
-            ),
+            targets,
             SessionAffinity(_MAX_SESSIONS, _SESSION_TTL_SECONDS),
             tree,
             PrefixRules(
@@ -83,6 +111,7 @@ class Gateway:
             ),
         )
         self.usage = UsageSink(self.metrics)
+        self.usage.consumers.append(self._observe_latency)
         self.watchdog = Watchdog()
         self.departures = Departures()
         timeouts = router.timeouts
@@ -116,10 +145,23 @@ class Gateway:
             router.max_body_bytes,
             router.session_header,
             self.departures,
-            clock,
+            self.flow,
+            admission.band_header,
+            trust_band_header=not settings.auth.enabled,
+            clock=clock,
         )
         self.admin = AdminApp(self.registry, self.ready)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
+
+    def _observe_latency(self, record: UsageRecord, tokens: Tokens | None) -> None:
+        """Feeds the SLO tracker from finished requests (off the request path)."""
+        if record.status != 200:
+            return
+        ttft = None if record.first_byte is None else record.first_byte - record.started
+        tpot = None
+        if record.first_byte is not None and tokens is not None and tokens.completion > 1:
+            tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
+        self.slo.observe(record.model, record.finished, ttft, tpot)
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""
@@ -133,6 +175,7 @@ class Gateway:
             asyncio.create_task(self.usage.run(), name="usage"),
             asyncio.create_task(self.watchdog.run(), name="watchdog"),
             asyncio.create_task(self.departures.run(), name="departures"),
+            asyncio.create_task(self.flow.run(), name="admission"),
         ]
 
     def close(self) -> None:

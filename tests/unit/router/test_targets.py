@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from llmgw.catalog import Catalog, Model
-from llmgw.errors import ApiError, BadRequest, NotFound
+from llmgw.errors import CatalogError, ApiError, BadRequest, NotFound
 from llmgw.router.request import Kind, parse_request
 from llmgw.router.targets import Target, TargetResolver, check_limits
 
@@ -191,15 +191,18 @@ def test_a_fallback_that_names_no_model_is_none(resolver: TargetResolver, name: 
 
 
 def test_a_guard_model_is_never_a_fallback() -> None:
-    catalog = _catalog(
-        {
-            "name": "tiny",
-            "source": "mirror/tiny.gguf",
-            "profiles": [{"name": "cpu", "engine": "llamacpp", "cpu_cores": 2}],
-            "fallbacks": ["judge"],
-        }
-    )
-    resolver = TargetResolver(catalog, DEFAULT_PROFILE)
+    # The catalog refuses a fallback that names a guard model, and the resolver does not
+    # serve one as a fallback either (belt and braces for catalogs built elsewhere).
+    with pytest.raises(CatalogError, match="guard model"):
+        _catalog(
+            {
+                "name": "tiny",
+                "source": "mirror/tiny.gguf",
+                "profiles": [{"name": "cpu", "engine": "llamacpp", "cpu_cores": 2}],
+                "fallbacks": ["judge"],
+            }
+        )
+    resolver = TargetResolver(_catalog(), DEFAULT_PROFILE)
     assert resolver.fallback("judge") is None
 
 

@@ -1,0 +1,82 @@
+"""Admission decisions, as pure functions: who goes now, who waits, who is turned away.
+
+A model's saturation is how close its replicas are to the targets an operator set
+(`router.scoring`): the requests this gateway has in flight there (and those already
+admitted but not yet sent) against target_inflight per unit of replica weight, and the
+queue and KV-cache use of the best replica against target_waiting and kv_ceiling. A
+request is admitted while the saturation is under its band's ceiling; otherwise it
+waits, highest band first and first come first served within a band.
+
+When every queue together is full, a newcomer is not refused while a lower band has
+someone waiting: the newest of the lowest such band is turned away instead, because
+the newest has waited least and a lower band's request is worth least.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from llmgw.router.endpoints import Endpoint
+from llmgw.router.scoring import ScoringTargets
+
+
+@dataclass(frozen=True, slots=True)
+class BandRule:
+    """One band as admission uses it."""
+
+    name: str
+    priority: int
+    ceiling: float
+
+
+def saturation(endpoints: Sequence[Endpoint], pending: int, targets: ScoringTargets, now: float) -> float:
+    """How saturated a model's replicas are, 1.0 being at target. A model with no
+    replica is infinitely saturated: nothing can be admitted to it."""
+    if not endpoints:
+        return float("inf")
+    capacity = sum(e.weight for e in endpoints) * targets.target_inflight
+    inflight = sum(e.inflight for e in endpoints) + pending
+    level = inflight / capacity if capacity > 0 else 0.0
+    best_queue: float | None = None
+    best_kv: float | None = None
+    for e in endpoints:
+        if e.scraped_at is None or now - e.scraped_at > targets.stale_after:
+            continue  # a stale reading says nothing about now
+        load = e.load
+        if load.waiting is not None and targets.target_waiting > 0:
+            queue = load.waiting / targets.target_waiting
+            best_queue = queue if best_queue is None else min(best_queue, queue)
+        if load.kv_usage is not None and targets.kv_ceiling > 0:
+            kv = load.kv_usage / targets.kv_ceiling
+            best_kv = kv if best_kv is None else min(best_kv, kv)
+    return max(level, best_queue or 0.0, best_kv or 0.0)
+
+
+def may_admit(band: BandRule, level: float, held_back: bool) -> bool:
+    """Whether a request of `band` goes now, at saturation `level`. Under an SLO
+    hold-back only the top band is admitted."""
+    return not held_back and level < band.ceiling
+
+
+def shed_band(
+    queued: Mapping[str, int], bands: Sequence[BandRule], newcomer: BandRule, total: int, capacity: int
+) -> str | None:
+    """With every queue together at `capacity`, the band whose newest request makes
+    room for `newcomer`: the lowest band below it with anyone waiting. None when the
+    queues are not full (nothing to shed) or no lower band waits (refuse the newcomer)."""
+    if total < capacity:
+        return None
+    for band in sorted(bands, key=lambda b: b.priority):
+        if band.priority >= newcomer.priority:
+            return None
+        if queued.get(band.name, 0) > 0:
+            return band.name
+    return None
+
+
+def p99(values: Sequence[float]) -> float:
+    """The 99th percentile (nearest rank) of a non-empty sample."""
+    ordered = sorted(values)
+    rank = max(0, -(-99 * len(ordered) // 100) - 1)
+    return ordered[rank]

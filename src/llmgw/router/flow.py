@@ -1,0 +1,306 @@
+"""Flow control: the queues requests wait in when a model's replicas are saturated.
+
+`FlowControl.admit` returns at once when the request's band may go now (the common,
+unloaded case costs one saturation computation). Otherwise the request waits in its
+model's queue for its band, bounded in count (`queue_capacity_per_band`, and
+`queue_capacity_total` across bands with the lowest band's newest shed to make room)
+and in time (`queue_ttl`). Every `interval`, and whenever a request finishes, the
+queues are re-checked and released highest band first, first come first served.
+A waiting client that disconnects leaves its queue at once.
+
+A model with no replica at all waits up to `router.activation_wait` for one to be
+published, after asking the `Activator` (the control plane's seam) to start it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from llmgw.errors import BadRequest, NoCapacity
+from llmgw.router.admission import BandRule, may_admit, saturation, shed_band
+from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.metrics import Histogram
+from llmgw.router.scoring import ScoringTargets
+from llmgw.router.slo import SloTracker
+
+
+class Activator(Protocol):
+    """Starts a model that has no running replica (the control plane implements it)."""
+
+    def activate(self, model: str) -> None: ...
+
+
+class NoActivator:
+    """Router-only mode: nothing can be started, so waiting is only for a publication."""
+
+    def activate(self, model: str) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRules:
+    """`router.admission` in plain numbers."""
+
+    enabled: bool
+    bands: tuple[BandRule, ...]
+    default_band: str
+    queue_ttl: float
+    per_band: int
+    total: int
+    interval: float
+    activation_wait: float
+
+
+@dataclass(eq=False, slots=True)
+class Waiter:
+    band: BandRule
+    since: float
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class ModelFlow:
+    """One model's queues and the requests released from them but not yet sent."""
+
+    queues: dict[str, deque[Waiter]] = field(default_factory=dict)
+    pending: int = 0
+
+    def queued(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+
+@dataclass(slots=True)
+class FlowCounts:
+    """What admission did, by (model, band), for the metrics."""
+
+    admitted: dict[tuple[str, str], int] = field(default_factory=dict)
+    queued: dict[tuple[str, str], int] = field(default_factory=dict)
+    expired: dict[tuple[str, str], int] = field(default_factory=dict)
+    shed: dict[tuple[str, str], int] = field(default_factory=dict)
+    waited: dict[str, Histogram] = field(default_factory=dict)
+
+    def add(self, table: dict[tuple[str, str], int], model: str, band: str) -> None:
+        table[(model, band)] = table.get((model, band), 0) + 1
+
+
+class FlowControl:
+    """Admission for every model of one gateway process."""
+
+    def __init__(
+        self,
+        rules: FlowRules,
+        endpoints: EndpointRegistry,
+        targets: ScoringTargets,
+        slo: SloTracker,
+        activator: Activator | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rules = rules
+        self._bands = {b.name: b for b in rules.bands}
+        self._top = max(rules.bands, key=lambda b: b.priority) if rules.bands else None
+        self._endpoints = endpoints
+        self._targets = targets
+        self._slo = slo
+        self._activator = activator or NoActivator()
+        self._clock = clock
+        self._models: dict[str, ModelFlow] = {}
+        self._kick = asyncio.Event()
+        self.counts = FlowCounts()
+
+    def band(self, name: str | None) -> BandRule:
+        """The band a request named, or the default; an unknown name is refused."""
+        chosen = self._bands.get(name or self.rules.default_band)
+        if chosen is None:
+            known = ", ".join(self._bands)
+            raise BadRequest(
+                f"band {name!r} does not exist: use one of {known}", param="band", code="unknown_band"
+            )
+        return chosen
+
+    def models(self) -> list[tuple[str, ModelFlow]]:
+        return list(self._models.items())
+
+    def queued(self, model: str) -> dict[str, int]:
+        flow = self._models.get(model)
+        return {} if flow is None else {band: len(q) for band, q in flow.queues.items()}
+
+    def _flow(self, model: str) -> ModelFlow:
+        flow = self._models.get(model)
+        if flow is None:
+            flow = self._models[model] = ModelFlow()
+        return flow
+
+    def _held_back(self, model: str, band: BandRule) -> bool:
+        return band is not self._top and self._slo.breached(model, self._clock())
+
+    def _level(self, model: str, flow: ModelFlow) -> float:
+        return saturation(self._endpoints.for_model(model), flow.pending, self._targets, self._clock())
+
+    def admit_now(self, model: str, band: BandRule) -> bool:
+        """Whether the request may be sent at once (the unloaded case); when not, the
+        caller waits with `wait`."""
+        if not self.rules.enabled:
+            return True
+        if not self._endpoints.for_model(model):
+            return False
+        flow = self._flow(model)
+        if not flow.queued() and may_admit(band, self._level(model, flow), self._held_back(model, band)):
+            self.counts.add(self.counts.admitted, model, band.name)
+            flow.pending += 1
+            return True
+        return False
+
+    async def wait(self, model: str, band: BandRule) -> None:
+        """Waits until the request may be sent; raises NoCapacity (503) when it waited
+        past queue_ttl, was shed, found its band's queue full, or its model never got a
+        replica within activation_wait."""
+        if not self._endpoints.for_model(model):
+            await self._await_replica(model)
+            if self.admit_now(model, band):
+                return
+        await self._wait(model, self._flow(model), band)
+
+    def dispatched(self, model: str) -> None:
+        """An admitted request is being sent: it now counts in its endpoint's in-flight."""
+        if not self.rules.enabled:
+            return
+        flow = self._models.get(model)
+        if flow is not None and flow.pending > 0:
+            flow.pending -= 1
+
+    def finished(self) -> None:
+        """A request finished: capacity may have freed, so the queues are re-checked now."""
+        if self._waiting and not self._kick.is_set():
+            self._kick.set()
+
+    @property
+    def _waiting(self) -> bool:
+        return any(flow.queued() for flow in self._models.values())
+
+    async def _await_replica(self, model: str) -> None:
+        self._activator.activate(model)
+        wait = self.rules.activation_wait
+        published = self._endpoints.published(model)
+        try:
+            await asyncio.wait_for(published.wait(), wait)
+        except TimeoutError:
+            raise NoCapacity(
+                f"model {model!r} has no replica running and none started within {wait:g}s "
+                "(router.activation_wait); try again shortly",
+                code="model_not_ready",
+                retry_after=max(1.0, wait / 4),
+            ) from None
+
+    async def _wait(self, model: str, flow: ModelFlow, band: BandRule) -> None:
+        queue = flow.queues.setdefault(band.name, deque())
+        if len(queue) >= self.rules.per_band:
+            self.counts.add(self.counts.shed, model, band.name)
+            raise self._refusal(
+                model, band, "its band's queue is full (router.admission.queue_capacity_per_band)"
+            )
+        total = sum(f.queued() for f in self._models.values())
+        if total >= self.rules.total:
+            victim_band = shed_band(
+                {b: sum(len(f.queues.get(b, ())) for f in self._models.values()) for b in self._bands},
+                self.rules.bands,
+                band,
+                total,
+                self.rules.total,
+            )
+            if victim_band is None:
+                self.counts.add(self.counts.shed, model, band.name)
+                raise self._refusal(
+                    model, band, "every queue is full (router.admission.queue_capacity_total)"
+                )
+            self._shed_newest(victim_band)
+        waiter = Waiter(band, self._clock(), asyncio.get_running_loop().create_future())
+        queue.append(waiter)
+        self._kick.set()  # the loop idles while nothing waits
+        self.counts.add(self.counts.queued, model, band.name)
+        try:
+            await waiter.future
+        except asyncio.CancelledError:
+            # The client left (or the request was cancelled): out of the queue at once.
+            if waiter in queue:
+                queue.remove(waiter)
+            elif waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
+                flow.pending = max(0, flow.pending - 1)
+            raise
+        waited = self.counts.waited.get(band.name)
+        if waited is None:
+            waited = self.counts.waited[band.name] = Histogram()
+        waited.observe(self._clock() - waiter.since)
+
+    def _refusal(self, model: str, band: BandRule, why: str) -> NoCapacity:
+        return NoCapacity(
+            f"model {model!r} is saturated and {why}; try again shortly",
+            code="queue_full",
+            retry_after=max(1.0, self.rules.queue_ttl / 4),
+        )
+
+    def _shed_newest(self, band_name: str) -> None:
+        """Turns away the newest waiter of `band_name` across models."""
+        newest: tuple[str, Waiter] | None = None
+        for model, flow in self._models.items():
+            queue = flow.queues.get(band_name)
+            if queue and (newest is None or queue[-1].since >= newest[1].since):
+                newest = (model, queue[-1])
+        if newest is None:
+            return
+        model, waiter = newest
+        self._models[model].queues[band_name].pop()
+        self.counts.add(self.counts.shed, model, band_name)
+        waiter.future.set_exception(
+            self._refusal(model, waiter.band, "a request of a higher band needed its place in the queue")
+        )
+
+    def release(self) -> int:
+        """Lets waiting requests go where their band allows, expires those past
+        queue_ttl; returns how many were let go."""
+        now = self._clock()
+        released = 0
+        for model, flow in self._models.items():
+            if not flow.queued():
+                continue
+            for band in sorted(self.rules.bands, key=lambda b: -b.priority):
+                queue = flow.queues.get(band.name)
+                while queue and now - queue[0].since >= self.rules.queue_ttl:
+                    waiter = queue.popleft()
+                    self.counts.add(self.counts.expired, model, band.name)
+                    waiter.future.set_exception(
+                        NoCapacity(
+                            f"model {model!r} stayed saturated for {self.rules.queue_ttl:g}s "
+                            "(router.admission.queue_ttl); try again shortly",
+                            code="queue_timeout",
+                            retry_after=max(1.0, self.rules.queue_ttl / 4),
+                        )
+                    )
+            for band in sorted(self.rules.bands, key=lambda b: -b.priority):
+                queue = flow.queues.get(band.name)
+                while queue and may_admit(band, self._level(model, flow), self._held_back(model, band)):
+                    waiter = queue.popleft()
+                    flow.pending += 1
+                    self.counts.add(self.counts.admitted, model, band.name)
+                    waiter.future.set_result(None)
+                    released += 1
+                if queue:
+                    break  # FCFS across bands too: a lower band never overtakes a waiting higher one
+        return released
+
+    async def run(self) -> None:
+        """Re-checks the queues every interval while anything waits, and at once when a
+        request finishes; idles while nothing does."""
+        while True:
+            if not self._waiting:
+                await self._kick.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), self.rules.interval)
+            self._kick.clear()
+            self.release()

@@ -1,0 +1,175 @@
+"""The store's tables at the newest schema version, as SQLAlchemy Core tables.
+
+Queries are written against these. The migrations under `migrations/versions` are the
+history that builds them and never import this module (a migration describes the
+schema as it was then); a test checks that upgrading to the newest migration yields
+exactly these tables.
+
+Times are UNIX seconds (floats), money is integer millionths of a budget unit, token
+counts are integers. Identifiers of organisations, teams, projects and users are the
+names operators give them (`team:research` in a catalog's owner refers to one), unique
+in their table; a key is identified by its short public prefix.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a 64-bit one.
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Seconds = sa.Float(precision=53)
+
+
+def _scope_columns() -> list[sa.Column[object]]:
+    """What every level of the tenancy tree (and a person) may set for itself."""
+    return [
+        sa.Column("rpm", sa.Integer, nullable=True),
+        sa.Column("tpm", sa.Integer, nullable=True),
+        sa.Column("budget_micros", sa.BigInteger, nullable=True),
+        sa.Column("budget_period", sa.Text, nullable=True),
+        sa.Column("allowed_models", sa.Text, nullable=True),
+        sa.Column("band", sa.Text, nullable=True),
+        sa.Column("created_at", Seconds, nullable=False),
+        sa.Column("updated_at", Seconds, nullable=False, index=True),
+    ]
+
+
+orgs = sa.Table(
+    "orgs",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    *_scope_columns(),
+    sa.Column("max_key_ttl_s", Seconds, nullable=True),
+)
+
+teams = sa.Table(
+    "teams",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("org_id", sa.Text, sa.ForeignKey("orgs.id"), nullable=False, index=True),
+    *_scope_columns(),
+    sa.Column("max_key_ttl_s", Seconds, nullable=True),
+)
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("team_id", sa.Text, sa.ForeignKey("teams.id"), nullable=False, index=True),
+    *_scope_columns(),
+    sa.Column("max_key_ttl_s", Seconds, nullable=True),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("email", sa.Text, nullable=True),
+    sa.Column("disabled", sa.Boolean, nullable=False, server_default=sa.false()),
+    *_scope_columns(),
+)
+
+memberships = sa.Table(
+    "memberships",
+    metadata,
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("project_id", sa.Text, sa.ForeignKey("projects.id"), primary_key=True, index=True),
+    sa.Column("role", sa.Text, nullable=False, server_default="member"),
+    sa.Column("created_at", Seconds, nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("hash", sa.Text, nullable=False, unique=True),
+    sa.Column("name", sa.Text, nullable=False, server_default=""),
+    sa.Column("project_id", sa.Text, sa.ForeignKey("projects.id"), nullable=True, index=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), nullable=True, index=True),
+    sa.Column("band", sa.Text, nullable=True),
+    sa.Column("rpm", sa.Integer, nullable=True),
+    sa.Column("tpm", sa.Integer, nullable=True),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=True),
+    sa.Column("revoked_at", Seconds, nullable=True),
+    sa.Column("updated_at", Seconds, nullable=False, index=True),
+)
+
+usage_records = sa.Table(
+    "usage_records",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("ts", Seconds, nullable=False, index=True),
+    sa.Column("request_id", sa.Text, nullable=False, index=True),
+    sa.Column("key_id", sa.Text, nullable=True),
+    sa.Column("user_id", sa.Text, nullable=True),
+    sa.Column("project_id", sa.Text, nullable=True),
+    sa.Column("team_id", sa.Text, nullable=True),
+    sa.Column("org_id", sa.Text, nullable=True),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("replica", sa.Text, nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("stream", sa.Boolean, nullable=False),
+    sa.Column("prompt_tokens", sa.Integer, nullable=False),
+    sa.Column("completion_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_micros", sa.BigInteger, nullable=False),
+    sa.Column("queue_s", Seconds, nullable=False),
+    sa.Column("ttft_s", Seconds, nullable=True),
+    sa.Column("duration_s", Seconds, nullable=False),
+    sa.Column("tags", sa.Text, nullable=True),
+)
+
+# Five-minute sums (added by migration 0002). The empty string stands for "none" in the
+# identity columns, since a primary key cannot hold NULL.
+usage_sums = sa.Table(
+    "usage_sums",
+    metadata,
+    sa.Column("bucket", sa.BigInteger, primary_key=True),
+    sa.Column("org_id", sa.Text, primary_key=True),
+    sa.Column("team_id", sa.Text, primary_key=True),
+    sa.Column("project_id", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, primary_key=True),
+    sa.Column("key_id", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    sa.Column("requests", sa.BigInteger, nullable=False),
+    sa.Column("errors", sa.BigInteger, nullable=False),
+    sa.Column("prompt_tokens", sa.BigInteger, nullable=False),
+    sa.Column("completion_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cost_micros", sa.BigInteger, nullable=False),
+)
+
+# Budgets' ledger: spend per scope ("project:x") and period start, added to in the same
+# transaction as the usage records it comes from.
+spend = sa.Table(
+    "spend",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("period", sa.Text, primary_key=True),
+    sa.Column("period_start", sa.BigInteger, primary_key=True),
+    sa.Column("cost_micros", sa.BigInteger, nullable=False),
+)
+
+# Rate-limit counts: each gateway writes its own absolute count per scope and window, so
+# a push that is retried never counts twice; readers sum over gateways.
+limit_counters = sa.Table(
+    "limit_counters",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("window_start", sa.BigInteger, primary_key=True, index=True),
+    sa.Column("gateway", sa.Text, primary_key=True),
+    sa.Column("requests", sa.BigInteger, nullable=False),
+    sa.Column("tokens", sa.BigInteger, nullable=False),
+)
+
+# Gateways sharing the store, by heartbeat: how many share a limit.
+gateways = sa.Table(
+    "gateways",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", Seconds, nullable=False),
+    sa.Column("last_seen", Seconds, nullable=False),
+)
