@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from llmgw.catalog import Catalog, Model
-from llmgw.errors import CatalogError, ApiError, BadRequest, NotFound
+from llmgw.errors import ApiError, BadRequest, CatalogError, NotFound
 from llmgw.router.request import Kind, parse_request
 from llmgw.router.targets import Target, TargetResolver, check_limits
 
