@@ -38,12 +38,17 @@ def upgrade() -> None:
         sa.Column("cost_micros", sa.BigInteger, nullable=False),
     )
     # The records kept so far become sums, so no total changes across the upgrade.
+    # SQLite's CAST truncates (ts is positive, so that is a floor); PostgreSQL's rounds.
+    sqlite = op.get_bind().dialect.name == "sqlite"
+    bucket = (
+        f"CAST(ts / {BUCKET_SECONDS} AS INTEGER)" if sqlite else f"CAST(FLOOR(ts / {BUCKET_SECONDS}) AS BIGINT)"
+    )
     op.execute(
         sa.text(
             f"""
             INSERT INTO usage_sums (bucket, org_id, team_id, project_id, user_id, key_id, model,
                                     requests, errors, prompt_tokens, completion_tokens, cost_micros)
-            SELECT CAST(FLOOR(ts / {BUCKET_SECONDS}) AS BIGINT) * {BUCKET_SECONDS},
+            SELECT {bucket} * {BUCKET_SECONDS},
                    COALESCE(org_id, ''), COALESCE(team_id, ''), COALESCE(project_id, ''),
                    COALESCE(user_id, ''), COALESCE(key_id, ''), model,
                    COUNT(*), SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END),
