@@ -86,6 +86,13 @@ class Breaker:
             self._opened_at = now
             self._probe_since = None
 
+    def trip(self, now: float) -> None:
+        """Opens at once, whatever the count: for a failure that will repeat on every
+        request, such as a provider refusing or rate-limiting the key it was sent."""
+        self._failures = max(self._failures + 1, self._threshold)
+        self._opened_at = now
+        self._probe_since = None
+
     def abandoned(self, now: float) -> None:
         """A request ended without a verdict (the caller cancelled it). If it was the
         probe, the slot is free again at once. `now` is taken, like every other report,

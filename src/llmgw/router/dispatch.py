@@ -16,7 +16,15 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from llmgw.errors import IdleTimeout, NoCapacity, PhaseTimeout, TotalTimeout, UpstreamClosed, UpstreamError
+from llmgw.errors import (
+    IdleTimeout,
+    NoCapacity,
+    PhaseTimeout,
+    TotalTimeout,
+    UpstreamClosed,
+    UpstreamError,
+    UpstreamStatus,
+)
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
@@ -145,6 +153,13 @@ class Dispatcher:
                     result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
                     result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
+            except UpstreamStatus as exc:
+                if endpoint.spec.external and exc.status in (401, 403, 429):
+                    # A provider's key refused or limited: every request on it would be.
+                    endpoint.breaker.trip(self._clock())
+                else:
+                    endpoint.breaker.failed(self._clock())
+                raise
             except UpstreamError:
                 endpoint.breaker.failed(self._clock())
                 raise

@@ -43,9 +43,10 @@ class PhaseLimits:
     total: float
 
 
-def retryable_status(status: int) -> bool:
-    """Statuses another replica may answer differently: overload and server faults."""
-    return status == 429 or status >= 500
+def retryable_status(status: int, external: bool = False) -> bool:
+    """Statuses another replica may answer differently: overload and server faults, and
+    for a provider's key, its refusal (401, 403): another key may be accepted."""
+    return status == 429 or status >= 500 or (external and status in (401, 403))
 
 
 def request_head(endpoint: Endpoint, path: bytes, body_length: int, request_id: bytes) -> bytes:
@@ -137,7 +138,7 @@ async def fetch(
     finally:
         watchdog.disarm(watch)
     endpoint.pool.release(conn)
-    if retryable_status(conn.status):
+    if retryable_status(conn.status, endpoint.spec.external):
         raise UpstreamStatus(conn.status, data)
     return Answer(conn.status, content_type_of(conn), data)
 
@@ -166,7 +167,7 @@ async def open_stream(
             data = await conn.read_body()
             watchdog.disarm(watch)
             endpoint.pool.release(conn)
-            if retryable_status(conn.status):
+            if retryable_status(conn.status, endpoint.spec.external):
                 raise UpstreamStatus(conn.status, data)
             return Answer(conn.status, content_type_of(conn), data)
         bound = min(limits.first_token, budget)

@@ -203,3 +203,14 @@ def test_state_and_availability_agree_and_nothing_wedges(
             assert not breaker.available(now)
         # Whatever happened, a cooldown later a request may go: nothing wedges it.
         assert breaker.available(now + cooldown)
+
+
+def test_trip_opens_at_once_whatever_the_threshold() -> None:
+    breaker = Breaker(failure_threshold=5, cooldown=10.0)
+    breaker.trip(now=100.0)
+    assert breaker.state(100.0) == "open"
+    assert not breaker.available(105.0)
+    assert breaker.available(110.0)  # after the cooldown, one probe decides as usual
+    breaker.begin(110.0)
+    breaker.succeeded()
+    assert breaker.state(111.0) == "closed"
