@@ -92,6 +92,9 @@ def choose_targets(args: argparse.Namespace) -> list[Target]:
     wanted = [n for n in args.only.split(",") if n]
     for spec in args.target:
         extra = parse_target(spec)
+        if extra.name in by_name:
+            # A replaced built-in keeps its environment (llmgw's admin token file in the run directory).
+            extra = dataclasses.replace(extra, env=by_name[extra.name].env)
         by_name[extra.name] = extra
         if extra.name not in wanted:
             wanted.append(extra.name)

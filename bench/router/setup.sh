@@ -16,6 +16,8 @@ missing=()
 command -v nginx >/dev/null 2>&1 || missing+=(nginx-light)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
+# The upstream reads request bodies with the echo module (a dependency of nginx-light).
+[[ -e /usr/lib/nginx/modules/ngx_http_echo_module.so ]] || missing+=(libnginx-mod-http-echo)
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]} with apt-get"
     apt-get update -q
@@ -31,8 +33,9 @@ fi
 # Each anchor installs on its own, so one that fails (a yanked release, no wheel for
 # this platform) does not keep the other from being measured.
 status=0
-if ! "$VENV/bin/python" -c 'import litellm.proxy.proxy_server' >/dev/null 2>&1 \
-    || [[ ! -x "$VENV/bin/litellm" ]]; then
+# Looked up, not imported: importing LiteLLM's proxy takes half a minute.
+have_litellm_proxy='import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("litellm", "fastapi", "uvicorn", "backoff")))'
+if ! "$VENV/bin/python" -c "$have_litellm_proxy" >/dev/null 2>&1 || [[ ! -x "$VENV/bin/litellm" ]]; then
     echo "setup: installing litellm[proxy]"
     "$VENV/bin/pip" install --quiet 'litellm[proxy]' || {
         echo "setup: litellm[proxy] did not install" >&2

@@ -122,9 +122,19 @@ BUILTIN: tuple[Target, ...] = (
         port=18104,
         command=("{root}/.venv/bin/llmgw", "server", "--config", "{root}/bench/router/llmgw-bench.yaml"),
         env=(("LLMGW_ADMIN_TOKEN_FILE", "{run_dir}/llmgw-admin-token"),),
-        note="llmgw server --config bench/router/llmgw-bench.yaml (router only, one static endpoint)",
+        note="llmgw server --config bench/router/llmgw-bench.yaml (chat profile: scoring, prefix tree, "
+        "admission; four endpoints on the one upstream)",
         optional=True,
         # Starts in seconds when it works; a server that answers but never serves is skipped sooner.
+        startup_timeout_s=60.0,
+    ),
+    Target(
+        name="llmgw-plain",
+        port=18110,
+        command=("{root}/.venv/bin/llmgw", "server", "--config", "{root}/bench/router/llmgw-plain.yaml"),
+        env=(("LLMGW_ADMIN_TOKEN_FILE", "{run_dir}/llmgw-plain-admin-token"),),
+        note="llmgw server --config bench/router/llmgw-plain.yaml (round robin, no tree, no admission)",
+        optional=True,
         startup_timeout_s=60.0,
     ),
 )

@@ -261,7 +261,7 @@ class Dispatcher:
                     watch.move(now + idle, IdleTimeout, idle)
                 else:
                     watch.move(deadline, TotalTimeout, total)
-                chunk = await conn.read_chunk()
+                chunk = await conn.read_available()
                 if chunk is None:
                     break
                 out = relay.feed(chunk)

@@ -172,7 +172,7 @@ async def open_stream(
             return Answer(conn.status, content_type_of(conn), data)
         bound = min(limits.first_token, budget)
         watch.move(loop.time() + bound, FirstTokenTimeout, bound)
-        first = await conn.read_chunk()
+        first = await conn.read_available()
         if first is None:
             raise UpstreamClosed("the replica ended the stream before sending anything")
         return OpenStream(conn, first, watch)

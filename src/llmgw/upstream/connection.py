@@ -127,6 +127,24 @@ class Connection(asyncio.Protocol):
             finally:
                 self._waiter = None
 
+    async def read_available(self) -> bytes | None:
+        """Everything that has arrived, as one piece (waiting for the next piece when
+        nothing has), or None once the body is complete. A relay that writes what this
+        returns makes one write to its client for a burst of events rather than one per
+        event, while a replica that sends token by token is still relayed token by token."""
+        first = await self.read_chunk()
+        if first is None or not self._chunks:
+            return first
+        parts = [first]
+        while self._chunks:
+            chunk = self._chunks.popleft()
+            self._buffered -= len(chunk)
+            parts.append(chunk)
+        if self._paused and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return b"".join(parts)
+
     async def read_body(self) -> bytes:
         """The whole body, once it is complete."""
         parts: list[bytes] = []
