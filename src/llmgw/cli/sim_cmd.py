@@ -35,6 +35,10 @@ def sim_engine(
         list[str] | None,
         typer.Option("--adapter", help="A LoRA adapter name to serve over the first model; repeatable."),
     ] = None,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option("--api-key", help="Require this key as a bearer token on /v1 routes; repeatable."),
+    ] = None,
     flavor: Annotated[
         Flavor, typer.Option(help="Whose HTTP API and metric names to imitate.")
     ] = _DEFAULTS.flavor,
@@ -111,6 +115,7 @@ def sim_engine(
             admin_port=admin_port,
             models=tuple(model) if model else _DEFAULTS.models,
             adapters=tuple(adapter or ()),
+            api_keys=tuple(api_key or ()),
             flavor=flavor,
             seed=seed,
             max_seqs=max_seqs,

@@ -43,6 +43,13 @@ async def _errors_and_readiness(request: web.Request, handler: Handler) -> web.S
                 headers={"Retry-After": "1"},
             )
         )
+    keys = state.options.api_keys
+    if keys and path.startswith("/v1/"):
+        given = request.headers.get("Authorization", "")
+        if not given.startswith("Bearer ") or given[len("Bearer ") :] not in keys:
+            return _error_response(
+                ApiError(401, "Unauthorized: a valid API key is required", kind="AuthenticationError")
+            )
     try:
         return await handler(request)
     except ApiError as error:

@@ -46,6 +46,9 @@ class SimOptions(Strict):
     admin_port: int | None = Field(default=None, ge=0, le=65535)
     models: tuple[str, ...] = ("sim-model",)
     adapters: tuple[str, ...] = ()
+    api_keys: tuple[str, ...] = ()
+    """Keys the engine requires as `Authorization: Bearer` on its /v1 routes (vLLM's
+    --api-key); empty requires none. Several stand in for a provider's several keys."""
     flavor: Flavor = Flavor.VLLM
     seed: int = 0
 

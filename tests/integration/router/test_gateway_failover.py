@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -238,3 +239,42 @@ def test_client_leaving_a_stream_stops_the_replica_generating(
         gw.stop()
         slow.stop()
     del pair
+
+
+def test_external_provider_fallback_passes_over_a_refused_key(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    local = sim("--model", "local")
+    provider = sim("--model", "provider-model", "--api-key", "good-key")
+    (tmp_path / "bad").write_text("bad-key\n")
+    (tmp_path / "good").write_text("good-key\n")
+    set_fault(local, "refuse")
+    gw = gateway_for(
+        endpoint("local-1", local, "local"),
+        router={"default_profile": "round_robin"},
+        models=[
+            {"name": "local", "fallbacks": ["ext"]},
+            {
+                "name": "ext",
+                "source": "external",
+                "external": {
+                    "url": provider.url,
+                    "model": "provider-model",
+                    "api_key_files": [{"file": str(tmp_path / "bad")}, {"file": str(tmp_path / "good")}],
+                },
+            },
+        ],
+    )
+    try:
+        answers = [ask(make_client, gw, model="local") for _ in range(4)]
+        assert {a.headers["x-llmgw-model"] for a in answers} == {"ext"}
+        assert {a.headers["x-llmgw-replica"] for a in answers} == {"external:ext#2"}
+        assert all(a.parse().model == "provider-model" for a in answers)
+        metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
+        assert 'llmgw_endpoint_breaker_open{endpoint="external:ext#1"} 1.0' in metrics
+        direct = ask(make_client, gw, model="ext")
+        assert direct.headers["x-llmgw-replica"] == "external:ext#2"
+    finally:
+        gw.stop()
+        local.stop()
+        provider.stop()
