@@ -31,6 +31,6 @@ def sim_state(engine: SimEngineProcess) -> dict[str, Any]:
     return state
 
 
-def endpoint(eid: str, engine: SimEngineProcess, *models: str, **extra: Any) -> dict[str, Any]:
-    """A static `endpoints:` entry for the sim."""
-    return {"id": eid, "url": engine.url, "models": list(models), "engine": "sim", **extra}
+def endpoint(eid: str, process: SimEngineProcess, *models: str, **extra: Any) -> dict[str, Any]:
+    """A static `endpoints:` entry for the sim (`engine: sim` unless `extra` says)."""
+    return {"id": eid, "url": process.url, "models": list(models), "engine": "sim", **extra}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
+from llmgw.server.testing import GatewayProcess, free_port, start_gateway
 from llmgw.sim.testing import SimEngineProcess
 from support.clients import ClientFactory
 from support.sims import endpoint, sim
@@ -16,7 +16,9 @@ from support.sims import endpoint, sim
 @pytest.fixture(scope="module")
 def two_sims() -> Iterator[tuple[SimEngineProcess, SimEngineProcess]]:
     a = sim("--model", "chat-model", "--adapter", "chat-lora")
-    b = sim("--model", "chat-model", "--adapter", "chat-lora")
+    # The other replica serves vLLM's older metric names (gpu_cache_usage_perc), so the
+    # gateway is seen reading both.
+    b = sim("--model", "chat-model", "--adapter", "chat-lora", "--legacy-metrics")
     try:
         yield a, b
     finally:
@@ -41,6 +43,7 @@ def gateway(two_sims: tuple[SimEngineProcess, SimEngineProcess]) -> Iterator[Gat
             }
         ],
         "router": {"max_body_bytes": 200_000, "prefix": {"enabled": True}},
+        "metrics_listen": f"127.0.0.1:{free_port()}",
     }
     handle = start_gateway(config)
     try:

@@ -9,10 +9,12 @@ import time
 import httpx
 import openai
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmgw.server.testing import GatewayProcess
+from llmgw.server.testing import GatewayProcess, start_gateway
 from support.clients import ClientFactory
+from support.sims import endpoint, sim
 
 REPLICAS = {"sim-a", "sim-b"}
 
@@ -261,3 +263,32 @@ def test_shared_long_prefix_follows_the_replica_that_served_it(
         )
         seen.add(raw.headers["x-llmgw-replica"])
     assert len(seen) == 1
+
+
+def test_metrics_listener_serves_metrics_only(gateway: GatewayProcess) -> None:
+    address = yaml.safe_load(gateway.config_path.read_text())["metrics_listen"]
+    assert "llmgw_requests_total" in httpx.get(f"http://{address}/metrics", timeout=5).text
+    assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 404
+
+
+def test_kv_usage_is_read_under_the_old_and_the_new_vllm_name(gateway: GatewayProcess) -> None:
+    text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    kv = {s.labels["endpoint"] for s in samples if s.name == "llmgw_endpoint_kv_usage"}
+    assert kv == REPLICAS
+    waiting = {s.labels["endpoint"] for s in samples if s.name == "llmgw_endpoint_waiting"}
+    assert waiting == REPLICAS
+
+
+def test_llama_server_load_is_read_without_a_kv_figure() -> None:
+    engine = sim("--model", "m", "--flavor", "llamacpp")
+    gw = start_gateway({"endpoints": [endpoint("llama", engine, "m", engine="llamacpp")]})
+    try:
+        text = httpx.get(gw.admin_url + "/metrics", timeout=5).text
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+        names = {s.name for s in samples if s.labels.get("endpoint") == "llama"}
+        assert {"llmgw_endpoint_waiting", "llmgw_endpoint_running", "llmgw_endpoint_inflight"} <= names
+        assert "llmgw_endpoint_kv_usage" not in names
+    finally:
+        gw.stop()
+        engine.stop()
