@@ -5,7 +5,7 @@ What it measures is everything llmgw's code does for one request (parse, resolve
 pick, build the upstream request, relay, account), not granian's HTTP work nor the
 kernel's; compare with `overhead.py` for the whole.
 
-    .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [-n 20000]
+    .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [--no-admission] [-n 20000]
 """
 
 from __future__ import annotations
@@ -108,13 +108,13 @@ class FakeProto:
         return FakeTransport()
 
 
-async def main(count: int, stream: bool, prefix: bool) -> None:
+async def main(count: int, stream: bool, prefix: bool, admission: bool = True) -> None:
     settings = settings_from_mapping(
         {
             "endpoints": [
                 {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}", "models": ["m"]} for i in range(8)
             ],
-            "router": {"prefix": {"enabled": prefix}},
+            "router": {"prefix": {"enabled": prefix}, "admission": {"enabled": admission}},
         },
         source="bench",
         environ={},
@@ -142,7 +142,8 @@ async def main(count: int, stream: bool, prefix: bool) -> None:
     elapsed = time.perf_counter() - started
     gateway.usage.drain()
     print(
-        f"{'stream' if stream else 'non-stream'} prefix={'on' if prefix else 'off'}: "
+        f"{'stream' if stream else 'non-stream'} prefix={'on' if prefix else 'off'} "
+        f"admission={'on' if admission else 'off'}: "
         f"{elapsed / count * 1e6:.1f} µs per request over {count}"
     )
 
@@ -152,5 +153,6 @@ if __name__ == "__main__":
     parser.add_argument("-n", type=int, default=20000)
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--prefix", action="store_true")
+    parser.add_argument("--no-admission", action="store_true")
     args = parser.parse_args()
-    uvloop.run(main(args.n, args.stream, args.prefix))
+    uvloop.run(main(args.n, args.stream, args.prefix, not args.no_admission))
