@@ -31,6 +31,13 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         Conflict           409: the admin API cannot create or delete that as asked
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
+      AgentError           a node agent could not do what it was asked
+        AgentProtocolError a message that is not one of the agent protocol's, or a peer
+                           speaking a version this side does not
+        ReplicaError       an engine replica could not be started or supervised
+          NoFreePort       every port of control.port_range is taken on this node
+        WeightsError       weights could not be resolved or fetched
+          ChecksumMismatch fetched weights differ from the catalog's Origin checksum
 
 A message never carries a stack trace, an internal address or a credential.
 """
@@ -246,3 +253,30 @@ class Conflict(ApiError):
 class AuthUnavailable(ApiError):
     status = 503
     error_type = "service_unavailable"
+
+
+# --- the node agent ------------------------------------------------------------------
+
+
+class AgentError(LlmgwError):
+    """A node agent could not do what it was asked."""
+
+
+class AgentProtocolError(AgentError):
+    """A message outside the agent protocol, or from a peer of another version."""
+
+
+class ReplicaError(AgentError):
+    """An engine replica could not be started or supervised."""
+
+
+class NoFreePort(ReplicaError):
+    """Every port of the node's port range is taken."""
+
+
+class WeightsError(AgentError):
+    """Weights could not be resolved or fetched."""
+
+
+class ChecksumMismatch(WeightsError):
+    """A fetched file's SHA-256 differs from the one the catalog's Origin gives."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from llmgw import __version__
-from llmgw.cli import config_cmd, server_cmd, sim_cmd
+from llmgw.cli import config_cmd, keys_cmd, server_cmd, sim_cmd, tenancy_cmd, usage_cmd
 
 app = typer.Typer(
     name="llmgw",
@@ -20,6 +20,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(tenancy_cmd.orgs_app, name="orgs")
+app.add_typer(tenancy_cmd.teams_app, name="teams")
+app.add_typer(tenancy_cmd.projects_app, name="projects")
+app.add_typer(tenancy_cmd.users_app, name="users")
+app.add_typer(keys_cmd.app, name="keys")
+app.add_typer(usage_cmd.app, name="usage")
 app.command("server")(server_cmd.server)
 app.command("sim-engine")(sim_cmd.sim_engine)
 

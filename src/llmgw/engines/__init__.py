@@ -5,6 +5,7 @@ Each engine's command line, metric names and health check live in their own modu
 (added with the agent); this package's root holds only what the catalog checks against.
 """
 
+from llmgw.engines.launch import Launch, LaunchContext, PortNeeds, ports_needed
 from llmgw.engines.profile import EngineAdapter, EngineProfile
 from llmgw.engines.safety import RUNTIME_LORA_ENV, unsafe_args, unsafe_env
 
@@ -12,4 +13,15 @@ ENGINES: tuple[str, ...] = ("vllm", "llamacpp", "sglang", "trtllm", "comfyui", "
 """Every engine a profile may name: vLLM, llama.cpp's llama-server, SGLang,
 TensorRT-LLM's trtllm-serve, ComfyUI, and llmgw's own simulated engine."""
 
-__all__ = ["ENGINES", "RUNTIME_LORA_ENV", "EngineAdapter", "EngineProfile", "unsafe_args", "unsafe_env"]
+__all__ = [
+    "ENGINES",
+    "RUNTIME_LORA_ENV",
+    "EngineAdapter",
+    "EngineProfile",
+    "Launch",
+    "LaunchContext",
+    "PortNeeds",
+    "ports_needed",
+    "unsafe_args",
+    "unsafe_env",
+]

@@ -29,8 +29,8 @@ from llmgw.errors import ConfigError
 if TYPE_CHECKING:
     # Only the annotation: importing the router package at run time from here would make
     # `llmgw.engines` pull in the gateway, which imports the catalog, which imports this.
+    from llmgw.engines.metrics import MetricNames
     from llmgw.engines.profile import EngineProfile
-    from llmgw.router.engine_load import MetricNames
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ class LaunchContext:
     """What the agent decided for one replica on this node."""
 
     port: int
-    """The engine's HTTP port, from `control.port_range`."""
+    """The engine's HTTP port, from `control.port_range`; 0 on a node that serves no
+    HTTP (see `ports_needed`)."""
     host: str = "127.0.0.1"
     """The address the engine binds: loopback, or the node's address the gateway reaches."""
     dist_port: int = 0
@@ -83,7 +84,8 @@ class Launch:
     engine: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
-    """Added to the agent's own environment (which it has cleaned of LLMGW_ names)."""
+    """Set over the environment the engine inherits from the agent, whose own LLMGW_
+    settings the agent should not pass on."""
     metric_names: MetricNames
     """The load gauges the router reads from this engine's metrics page."""
     metric_prefix: str
@@ -107,7 +109,8 @@ class Launch:
     """llama-server's number for each adapter, in load order: a request picks an adapter
     by number, not by name."""
     stop_grace: timedelta = timedelta(seconds=30)
-    """How long after SIGTERM (sent to the whole process group) the engine may take."""
+    """How long the engine may take after SIGTERM. Start it in a session of its own and
+    signal the group: vLLM and SGLang run their workers as child processes."""
     kill_after_grace: bool = True
     """SIGKILL the process group once the grace period is over."""
     cpu_affinity: tuple[int, ...] = ()
@@ -131,12 +134,15 @@ MULTINODE_ENGINES: tuple[str, ...] = ("vllm", "sglang")
 """Engines that span nodes: each node runs its own process, joined at a rendezvous."""
 
 
-def ports_needed(profile: EngineProfile) -> PortNeeds:
-    """The ports a replica of this profile takes on each of its nodes."""
+def ports_needed(profile: EngineProfile, node_rank: int = 0) -> PortNeeds:
+    """The ports a replica of this profile takes on the node of this rank. The first node
+    listens for the API, the rendezvous and the cache events; vLLM's other nodes run
+    workers only, while SGLang's still bind the HTTP port they are given."""
+    first = node_rank == 0
     return PortNeeds(
-        http=True,
-        dist=profile.nodes > 1 and profile.engine in MULTINODE_ENGINES,
-        kv_events=profile.kv_events and profile.engine == "vllm",
+        http=first or profile.engine == "sglang",
+        dist=first and profile.nodes > 1 and profile.engine in MULTINODE_ENGINES,
+        kv_events=first and profile.kv_events and profile.engine == "vllm",
     )
 
 
@@ -217,14 +223,20 @@ def refusal(profile: EngineProfile, problem: str) -> ConfigError:
 
 
 def check_context(
-    profile: EngineProfile, ctx: LaunchContext, *, needs_gpus: bool, spans_nodes: bool
+    profile: EngineProfile,
+    ctx: LaunchContext,
+    *,
+    needs_gpus: bool,
+    spans_nodes: bool,
+    needs_weights: bool = True,
+    needs_port: bool = True,
 ) -> None:
     """Refuses a context that cannot start this profile: one the placement or the
     agent got wrong, caught before a process fails minutes into loading."""
     problems: list[str] = []
-    if not 1 <= ctx.port <= 65535:
+    if needs_port and not 1 <= ctx.port <= 65535:
         problems.append(f"port {ctx.port} is not a port; give one from control.port_range")
-    if not model_path(profile, ctx):
+    if needs_weights and not model_path(profile, ctx):
         problems.append("no weights: the profile has no source and the context no model_path")
     if needs_gpus and not ctx.gpus:
         problems.append("it needs GPUs and the context assigns none; place it on a node with its cards")

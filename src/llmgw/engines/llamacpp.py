@@ -38,8 +38,8 @@ from llmgw.engines.launch import (
     profile_value,
     refusal,
 )
+from llmgw.engines.metrics import NAMES_BY_ENGINE
 from llmgw.engines.profile import EngineProfile
-from llmgw.router.engine_load import NAMES_BY_ENGINE
 
 ENGINE = "llamacpp"
 BINARY = "llama-server"

@@ -27,9 +27,10 @@ from llmgw.engines.launch import (
     layered_env,
     model_path,
     profile_sets,
+    refusal,
 )
+from llmgw.engines.metrics import NAMES_BY_ENGINE
 from llmgw.engines.profile import EngineProfile
-from llmgw.router.engine_load import NAMES_BY_ENGINE
 
 ENGINE = "vllm"
 BINARY = "vllm"
@@ -86,9 +87,11 @@ def _lora_args(profile: EngineProfile, ctx: LaunchContext) -> list[str]:
 
 def launch(profile: EngineProfile, ctx: LaunchContext, binary: str | None = None) -> Launch:
     """One node's `vllm serve` for this profile."""
-    check_context(profile, ctx, needs_gpus=True, spans_nodes=True)
     multinode = profile.nodes > 1
     first = ctx.node_rank == 0
+    check_context(profile, ctx, needs_gpus=True, spans_nodes=True, needs_port=first)
+    if profile.kv_events and first and not 1 <= ctx.kv_events_port <= 65535:
+        raise refusal(profile, "kv_events needs a kv_events_port for the replica to publish on")
     argv = [binary or BINARY, "serve", model_path(profile, ctx)]
     if first:
         argv += ["--host", ctx.host, "--port", str(ctx.port)]

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -103,3 +104,11 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc)
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def upsert(conn: AsyncConnection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT that can take ON CONFLICT, in the connection's dialect (both databases
+    spell it the same way)."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)

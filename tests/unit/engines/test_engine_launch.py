@@ -93,6 +93,7 @@ def test_context_state_dir_is_the_working_directory_and_cores_the_affinity() -> 
             "gpus_per_node is 2 and the context assigns 1",
         ),
         ("vllm", {}, {"port": 0}, "port 0 is not a port"),
+        ("vllm", {"kv_events": True}, {}, "kv_events needs a kv_events_port"),
         ("vllm", {"model_path": ""}, {}, "no weights"),
         ("llamacpp", {"nodes": 2}, {"gpus": ()}, "runs a replica on one node"),
         ("trtllm", {"nodes": 2, "tp": 2}, {}, "runs a replica on one node"),
@@ -123,18 +124,20 @@ def test_sim_needs_no_weights() -> None:
 
 
 @pytest.mark.parametrize(
-    ("profile", "needs"),
+    ("profile", "rank", "needs"),
     [
-        (_profile("llamacpp"), PortNeeds(http=True)),
-        (_profile("vllm"), PortNeeds(http=True)),
-        (_profile("vllm", kv_events=True), PortNeeds(http=True, kv_events=True)),
-        (_profile("vllm", nodes=2, tp=2, kv_events=True), PortNeeds(http=True, dist=True, kv_events=True)),
-        (_profile("sglang", nodes=2, tp=2), PortNeeds(http=True, dist=True)),
-        (_profile("sglang", kv_events=True), PortNeeds(http=True)),
+        (_profile("llamacpp"), 0, PortNeeds(http=True)),
+        (_profile("vllm"), 0, PortNeeds(http=True)),
+        (_profile("vllm", kv_events=True), 0, PortNeeds(http=True, kv_events=True)),
+        (_profile("vllm", nodes=2, tp=2, kv_events=True), 0, PortNeeds(http=True, dist=True, kv_events=True)),
+        (_profile("vllm", nodes=2, tp=2, kv_events=True), 1, PortNeeds(http=False)),
+        (_profile("sglang", nodes=2, tp=2), 0, PortNeeds(http=True, dist=True)),
+        (_profile("sglang", nodes=2, tp=2), 1, PortNeeds(http=True)),
+        (_profile("sglang", kv_events=True), 0, PortNeeds(http=True)),
     ],
 )
-def test_ports_needed(profile: EngineProfile, needs: PortNeeds) -> None:
-    assert ports_needed(profile) == needs
+def test_ports_needed(profile: EngineProfile, rank: int, needs: PortNeeds) -> None:
+    assert ports_needed(profile, rank) == needs
     assert needs.count == sum((needs.http, needs.dist, needs.kv_events))
 
 

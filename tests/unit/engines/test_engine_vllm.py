@@ -108,7 +108,8 @@ def test_first_node_of_two_serves_and_leads_the_rendezvous() -> None:
 
 
 def test_other_nodes_run_headless_workers() -> None:
-    launch = vllm.launch(*_two_nodes(1))
+    profile, ctx = _two_nodes(1)
+    launch = vllm.launch(profile, replace(ctx, port=0))
     argv = launch.argv
     assert "--headless" in argv
     assert "--host" not in argv

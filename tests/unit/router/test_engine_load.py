@@ -15,6 +15,7 @@ from llmgw.router.engine_load import (
     LLAMACPP,
     NAMES_BY_ENGINE,
     SGLANG,
+    TRTLLM,
     VLLM,
     EngineLoad,
     MetricNames,
@@ -223,7 +224,7 @@ def test_only_nan_kv_reads_as_no_figure() -> None:
 ENGINE_CASES = [
     pytest.param("", VLLM, id="unnamed-is-vllm"),
     pytest.param("vllm", VLLM, id="vllm"),
-    pytest.param("trtllm", VLLM, id="trtllm-speaks-vllm"),
+    pytest.param("trtllm", TRTLLM, id="trtllm-reads-nothing-yet"),
     pytest.param("llamacpp", LLAMACPP, id="llamacpp"),
     pytest.param("sglang", SGLANG, id="sglang"),
     pytest.param("sim", ANY, id="sim"),

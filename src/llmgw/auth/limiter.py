@@ -1,0 +1,189 @@
+"""Requests-a-minute and tokens-a-minute counted across every gateway sharing a store,
+without the request path ever waiting on it.
+
+Each gateway counts locally per scope (a key, project, team, org or person) and
+window, and a background loop (`AuthGate`, every `sync_interval`) pushes its own
+absolute counts to the store and pulls the others' sums back. What another gateway
+admitted after its last push is unknown, and its last push may be up to one interval
+older than this gateway's last pull. So this module bets that each other live gateway
+admitted, unseen, as much as this one did since its exchange before last (one interval
+more than its own last exchange), and judges a request as if all G gateways were
+admitting it at once. Each then takes at most its 1/G share of what is left, and
+together they stay under the limit however the traffic is spread. The one exception
+keeps a small limit from locking up: the first request after an exchange is judged
+alone, which can overshoot by at most G-1 requests (or their tokens) per exchange.
+
+When the store cannot be reached the exchange simply does not happen: the last known
+totals stay, and what was admitted since counts G times over, so each gateway keeps to
+its share of what was left. A new window starts from the previous one's known total,
+so the limits keep holding (more tightly than needed) until the store is back.
+Everything here is pure: time is an argument, and the store exchange is done by the
+caller with the rows `to_push` gives and `exchanged` takes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from llmgw.auth import windows
+
+Dimension = Literal[0, 1]
+REQUESTS: Dimension = 0
+TOKENS: Dimension = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRule:
+    """The one limit a request is held to in one dimension, and the counter it uses."""
+
+    scope: str
+    """The counter: `key:ID`, `project:ID`, `team:ID`, `org:ID` or `user:ID`."""
+    limit: int
+    source: str
+    """Where the limit is written: key, project, team, org, user, personal or default."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    estimate: float
+    retry_after: float
+    reset_after: float
+
+
+@dataclass(slots=True)
+class _Entry:
+    window: int
+    local: list[int] = field(default_factory=lambda: [0, 0])
+    local_prev: list[int] = field(default_factory=lambda: [0, 0])
+    remote: list[int] = field(default_factory=lambda: [0, 0])
+    remote_prev: list[int] = field(default_factory=lambda: [0, 0])
+    synced: list[int] = field(default_factory=lambda: [0, 0])
+    synced_prev: list[int] = field(default_factory=lambda: [0, 0])
+    # What `synced` was one exchange earlier: counts since then may be unseen by others.
+    before: list[int] = field(default_factory=lambda: [0, 0])
+    before_prev: list[int] = field(default_factory=lambda: [0, 0])
+    dirty: bool = False
+
+    def roll(self, start: int, window_s: int) -> None:
+        if start == self.window:
+            return
+        if start == self.window + window_s:
+            self.local_prev, self.remote_prev = self.local, self.remote
+            self.synced_prev, self.before_prev = self.synced, self.before
+            self.dirty = self.dirty or self.local_prev != self.synced_prev
+        else:
+            self.local_prev, self.remote_prev = [0, 0], [0, 0]
+            self.synced_prev, self.before_prev = [0, 0], [0, 0]
+        self.local, self.remote, self.synced, self.before = [0, 0], [0, 0], [0, 0], [0, 0]
+        self.window = start
+
+
+class SharedCounters:
+    """This gateway's counts, the others' last known sums, and the judgement."""
+
+    def __init__(self, window_s: int = windows.WINDOW_S) -> None:
+        self.window_s = window_s
+        self.gateways = 1
+        """Live gateways sharing the store, this one included, as last heard."""
+        self._entries: dict[str, _Entry] = {}
+
+    def _entry(self, scope: str, now: float) -> _Entry:
+        start = windows.window_start(now, self.window_s)
+        entry = self._entries.get(scope)
+        if entry is None:
+            entry = self._entries[scope] = _Entry(start)
+        else:
+            entry.roll(start, self.window_s)
+        return entry
+
+    def _parts(self, entry: _Entry, dim: Dimension) -> tuple[float, float, float]:
+        """The previous window's total and the current one's, each with the bet on what
+        others did unseen, and this gateway's count since its last exchange."""
+        others = self.gateways - 1
+        unseen_prev = max(entry.local_prev[dim] - entry.before_prev[dim], 0) * others
+        unseen = max(entry.local[dim] - entry.before[dim], 0) * others
+        previous = entry.local_prev[dim] + entry.remote_prev[dim] + unseen_prev
+        current = entry.local[dim] + entry.remote[dim] + unseen
+        return previous, current, max(entry.local[dim] - entry.synced[dim], 0)
+
+    def judge(self, rule: LimitRule, dim: Dimension, cost: int, now: float) -> Verdict:
+        """Whether `cost` more fits under the rule now; changes nothing."""
+        entry = self._entry(rule.scope, now)
+        previous, current, since = self._parts(entry, dim)
+        est = windows.estimate(previous, current, now, entry.window, self.window_s)
+        allowed = est + self.gateways * cost <= rule.limit or (since == 0 and est + cost <= rule.limit)
+        wait = 0.0
+        if not allowed:
+            wait = windows.retry_after(previous, current, rule.limit, cost, now, entry.window, self.window_s)
+        reset = windows.until_reset(previous, current, now, entry.window, self.window_s)
+        return Verdict(allowed, est, wait, reset)
+
+    def add(self, scope: str, requests: int, tokens: int, now: float) -> None:
+        """Counts admitted work (tokens may be negative: a correction of an estimate)."""
+        entry = self._entry(scope, now)
+        entry.local[REQUESTS] += requests
+        entry.local[TOKENS] += tokens
+        entry.dirty = True
+
+    def to_push(self, now: float) -> list[tuple[str, int, int, int]]:
+        """This gateway's counts that changed since the last exchange: (scope, window,
+        requests, tokens), absolute, so pushing them twice is harmless."""
+        rows: list[tuple[str, int, int, int]] = []
+        for scope, entry in self._entries.items():
+            entry.roll(windows.window_start(now, self.window_s), self.window_s)
+            if not entry.dirty:
+                continue
+            prev = entry.window - self.window_s
+            rows.append((scope, prev, entry.local_prev[REQUESTS], entry.local_prev[TOKENS]))
+            rows.append((scope, entry.window, entry.local[REQUESTS], entry.local[TOKENS]))
+        return rows
+
+    def exchanged(
+        self,
+        pushed: Iterable[tuple[str, int, int, int]],
+        others: Mapping[tuple[str, int], tuple[int, int]],
+        gateways: int,
+        now: float,
+    ) -> None:
+        """Takes in a successful exchange: what was pushed is now seen by the others,
+        and their sums (per scope and window) replace what was known."""
+        self.gateways = max(1, gateways)
+        start = windows.window_start(now, self.window_s)
+        for entry in self._entries.values():
+            entry.roll(start, self.window_s)
+            entry.before, entry.before_prev = list(entry.synced), list(entry.synced_prev)
+        for scope, window, requests, tokens in pushed:
+            entry = self._entries.get(scope)
+            if entry is None:
+                continue
+            if window == entry.window:
+                entry.synced = [requests, tokens]
+            elif window == entry.window - self.window_s:
+                entry.synced_prev = [requests, tokens]
+            entry.dirty = entry.local != entry.synced or entry.local_prev != entry.synced_prev
+        for scope, _window in others:
+            if scope not in self._entries:
+                self._entries[scope] = _Entry(start)
+        for scope, entry in self._entries.items():
+            entry.roll(start, self.window_s)
+            entry.remote = list(others.get((scope, entry.window), (0, 0)))
+            entry.remote_prev = list(others.get((scope, entry.window - self.window_s), (0, 0)))
+
+    def prune(self, now: float) -> None:
+        """Forgets scopes with nothing counted in the last two windows."""
+        start = windows.window_start(now, self.window_s)
+        stale = [
+            scope
+            for scope, entry in self._entries.items()
+            if entry.window < start - self.window_s and not entry.dirty
+        ]
+        for scope in stale:
+            del self._entries[scope]
+
+    def counted(self, scope: str, now: float) -> tuple[int, int]:
+        """This gateway's own (requests, tokens) in the current window."""
+        entry = self._entry(scope, now)
+        return entry.local[REQUESTS], entry.local[TOKENS]

@@ -1,0 +1,164 @@
+"""Per-tenant and per-tag metrics, counted in dictionaries as usage arrives and turned
+into Prometheus families when scraped (as the gateway's own metrics are).
+
+Tenant series are labelled at one level of the tree (`router.tenant_label`: org, team
+or project; none turns them off), because a label per project on a large installation
+is more series than Prometheus wants. Tag series exist only for the tags named in
+`router.tag_labels`, each counting its first 100 values apart and the rest as "other":
+tag values are the client's to choose, and every value is a series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+MAX_TAG_VALUES = 100
+OTHER = "other"
+
+
+def status_class(status: int) -> str:
+    return f"{status // 100}xx"
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineState:
+    """The accounting pipeline's own figures, read at scrape time."""
+
+    written: int
+    dropped: int
+    buffered: int
+    write_failures: int
+    sync_failures: int
+    gateways: int
+
+
+class TenantMetrics:
+    """Counts per tenant and per tag value."""
+
+    def __init__(self, level: str, tag_labels: Sequence[str]) -> None:
+        self.level = level if level in ("org", "team", "project") else "none"
+        self.tag_labels = tuple(tag_labels)
+        self.requests: dict[tuple[str, str, str], int] = {}
+        self.tokens: dict[tuple[str, str, str], int] = {}
+        self.refusals: dict[tuple[str, str], int] = {}
+        self.tagged_requests: dict[tuple[str, str], int] = {}
+        self.tagged_tokens: dict[tuple[str, str, str], int] = {}
+        self._tag_values: dict[str, set[str]] = {tag: set() for tag in self.tag_labels}
+
+    def _tag_value(self, tag: str, value: str) -> str:
+        seen = self._tag_values[tag]
+        if value in seen:
+            return value
+        if len(seen) < MAX_TAG_VALUES:
+            seen.add(value)
+            return value
+        return OTHER
+
+    def counted(
+        self,
+        tenant: str | None,
+        model: str,
+        status: int,
+        prompt: int,
+        completion: int,
+        tags: Mapping[str, str],
+    ) -> None:
+        if tenant is not None and self.level != "none":
+            key = (tenant, model, status_class(status))
+            self.requests[key] = self.requests.get(key, 0) + 1
+            for kind, count in (("prompt", prompt), ("completion", completion)):
+                tkey = (tenant, model, kind)
+                self.tokens[tkey] = self.tokens.get(tkey, 0) + count
+        for tag in self.tag_labels:
+            raw = tags.get(tag)
+            if raw is None:
+                continue
+            value = self._tag_value(tag, raw)
+            self.tagged_requests[(tag, value)] = self.tagged_requests.get((tag, value), 0) + 1
+            for kind, count in (("prompt", prompt), ("completion", completion)):
+                tkey = (tag, value, kind)
+                self.tagged_tokens[tkey] = self.tagged_tokens.get(tkey, 0) + count
+
+    def refused(self, tenant: str | None, reason: str) -> None:
+        if tenant is not None and self.level != "none":
+            self.refusals[(tenant, reason)] = self.refusals.get((tenant, reason), 0) + 1
+
+
+class TenantCollector(Collector):
+    """Exports `TenantMetrics` and the accounting pipeline's state."""
+
+    def __init__(self, metrics: TenantMetrics, pipeline: Callable[[], PipelineState]) -> None:
+        self._metrics = metrics
+        self._pipeline = pipeline
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        if m.level != "none":
+            requests = CounterMetricFamily(
+                "llmgw_tenant_requests",
+                f"Requests per {m.level}, model and status class.",
+                labels=[m.level, "model", "status"],
+            )
+            for labels, count in m.requests.items():
+                requests.add_metric(list(labels), count)
+            yield requests
+            tokens = CounterMetricFamily(
+                "llmgw_tenant_tokens",
+                f"Tokens per {m.level}, model and kind (prompt, completion).",
+                labels=[m.level, "model", "kind"],
+            )
+            for token_labels, count in m.tokens.items():
+                tokens.add_metric(list(token_labels), count)
+            yield tokens
+            refusals = CounterMetricFamily(
+                "llmgw_tenant_refusals",
+                f"Requests refused per {m.level} by a limit or a budget.",
+                labels=[m.level, "reason"],
+            )
+            for refusal_labels, count in m.refusals.items():
+                refusals.add_metric(list(refusal_labels), count)
+            yield refusals
+        if m.tag_labels:
+            tagged = CounterMetricFamily(
+                "llmgw_tagged_requests",
+                "Requests per value of each tag in router.tag_labels.",
+                labels=["tag", "value"],
+            )
+            for tag_labels, count in m.tagged_requests.items():
+                tagged.add_metric(list(tag_labels), count)
+            yield tagged
+            tagged_tokens = CounterMetricFamily(
+                "llmgw_tagged_tokens",
+                "Tokens per value of each tag in router.tag_labels.",
+                labels=["tag", "value", "kind"],
+            )
+            for tagged_labels, count in m.tagged_tokens.items():
+                tagged_tokens.add_metric(list(tagged_labels), count)
+            yield tagged_tokens
+        state = self._pipeline()
+        yield CounterMetricFamily(
+            "llmgw_usage_records_written", "Usage records written to the store.", value=state.written
+        )
+        yield CounterMetricFamily(
+            "llmgw_usage_records_dropped",
+            "Usage records dropped because the buffer was full (auth.buffer_size).",
+            value=state.dropped,
+        )
+        yield GaugeMetricFamily(
+            "llmgw_usage_records_buffered", "Usage records waiting.", value=state.buffered
+        )
+        yield CounterMetricFamily(
+            "llmgw_usage_write_failures", "Usage batches the store refused.", value=state.write_failures
+        )
+        yield CounterMetricFamily(
+            "llmgw_auth_sync_failures",
+            "Exchanges of limit counts, spend or keys with the store that failed.",
+            value=state.sync_failures,
+        )
+        yield GaugeMetricFamily(
+            "llmgw_auth_gateways", "Gateways sharing the limits, as last heard.", value=state.gateways
+        )

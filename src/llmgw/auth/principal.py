@@ -1,0 +1,64 @@
+"""`Principal`: who is calling, resolved from a key and the tenancy tree, with
+everything the request path asks of it already worked out (limits, budgets, allowed
+models, admission band), so each request costs dictionary lookups only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from llmgw.auth.budgets import BudgetRule
+from llmgw.auth.limiter import LimitRule
+
+TENANT_LEVELS: tuple[str, ...] = ("org", "team", "project")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller behind one API key."""
+
+    key_id: str
+    kind: Literal["project", "personal"]
+    project_id: str | None
+    team_id: str | None
+    org_id: str | None
+    user_id: str | None
+    band: str | None
+    """Admission band from the key, else its project (or person); None is the default band."""
+    expires_at: float | None
+    rpm: LimitRule | None
+    tpm: LimitRule | None
+    budgets: tuple[BudgetRule, ...]
+    model_sets: tuple[frozenset[str], ...]
+    """Each level's allowed models, for the levels that restrict them."""
+
+    @property
+    def spend_scopes(self) -> tuple[str, ...]:
+        """The ledger scopes a request's cost is charged to."""
+        if self.kind == "personal":
+            return (f"user:{self.user_id}",)
+        return (f"project:{self.project_id}", f"team:{self.team_id}", f"org:{self.org_id}")
+
+    def tenant(self, level: str) -> str | None:
+        """The label value of per-tenant metrics at `level` (org, team or project);
+        personal use is `personal`; None for the level `none`."""
+        if level not in TENANT_LEVELS:
+            return None
+        if self.kind == "personal":
+            return "personal"
+        return {"org": self.org_id, "team": self.team_id, "project": self.project_id}[level]
+
+    def owns(self, owner: str) -> bool:
+        """Whether the caller is inside `owner` (org:ID, team:ID, project:ID, user:ID or key:ID)."""
+        scope, _, ident = owner.partition(":")
+        mine = {
+            "org": self.org_id,
+            "team": self.team_id,
+            "project": self.project_id,
+            "user": self.user_id,
+            "key": self.key_id,
+        }.get(scope)
+        return mine is not None and mine == ident
+
+    def allows(self, model: str) -> bool:
+        return all(model in allowed for allowed in self.model_sets)

@@ -1,0 +1,244 @@
+"""Usage accounting off the request path: the event the gateway hands over per answered
+request, and the bounded buffer a background task writes to the store in batches.
+
+`record` on the request path only appends to a deque; when the deque holds
+`buffer_size` events the new one is dropped and counted, because a store that stalls
+must cost accounting, never requests. The writer takes up to `batch_size` events every
+`flush_interval` (sooner when a batch is full) and writes the records, their
+five-minute sums and their spend in one transaction; a batch the store refused goes
+back to the front of the buffer, as far as there is room, and is tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from llmgw.auth.budgets import BudgetLedger, SpendKey, spend_deltas
+from llmgw.auth.principal import Principal
+from llmgw.config.auth import Price
+from llmgw.errors import StoreError
+from llmgw.store.rows import UsageRow
+from llmgw.store.usage import UsageRepo
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0
+
+
+class UsageRecordLike(Protocol):
+    """What the request path records per request (llmgw.router.usage.UsageRecord)."""
+
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def stream(self) -> bool: ...
+    @property
+    def started(self) -> float: ...
+    @property
+    def first_byte(self) -> float | None: ...
+    @property
+    def finished(self) -> float: ...
+
+
+class TokensLike(Protocol):
+    @property
+    def prompt(self) -> int: ...
+    @property
+    def completion(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    """One answered (or refused) request, as accounting needs it."""
+
+    request_id: str
+    model: str
+    replica: str
+    status: int
+    stream: bool
+    prompt_tokens: int
+    completion_tokens: int
+    queue_s: float
+    duration_s: float
+    ttft_s: float | None
+    finished_at: float
+    """UNIX time the answer ended."""
+    principal: Principal | None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    counted_tokens: int = 0
+    """The tokens `admit` counted against TPM (`Admission.counted_tokens`); the real
+    count replaces them."""
+
+    @classmethod
+    def from_record(
+        cls,
+        record: UsageRecordLike,
+        tokens: TokensLike | None,
+        *,
+        principal: Principal | None,
+        tags: Mapping[str, str] | None = None,
+        queue_s: float = 0.0,
+        counted_tokens: int = 0,
+        finished_at: float | None = None,
+    ) -> UsageEvent:
+        """An event from the request path's record (its times are on one monotonic
+        clock, so only their differences are used)."""
+        return cls(
+            request_id=record.request_id,
+            model=record.model,
+            replica=record.endpoint,
+            status=record.status,
+            stream=record.stream,
+            prompt_tokens=tokens.prompt if tokens else 0,
+            completion_tokens=tokens.completion if tokens else 0,
+            queue_s=queue_s,
+            duration_s=max(record.finished - record.started, 0.0),
+            ttft_s=None if record.first_byte is None else max(record.first_byte - record.started, 0.0),
+            finished_at=time.time() if finished_at is None else finished_at,
+            principal=principal,
+            tags=dict(tags or {}),
+            counted_tokens=counted_tokens,
+        )
+
+
+def cost_micros(price: Price, prompt_tokens: int, completion_tokens: int) -> int:
+    """Millionths of a unit: the price is per thousand tokens."""
+    return (prompt_tokens * price.prompt_per_1k + completion_tokens * price.completion_per_1k) // 1000
+
+
+def usage_row(event: UsageEvent, cost: int) -> UsageRow:
+    p = event.principal
+    return UsageRow(
+        ts=event.finished_at,
+        request_id=event.request_id,
+        model=event.model,
+        replica=event.replica,
+        status=event.status,
+        stream=event.stream,
+        prompt_tokens=event.prompt_tokens,
+        completion_tokens=event.completion_tokens,
+        cost_micros=cost,
+        queue_s=event.queue_s,
+        duration_s=event.duration_s,
+        ttft_s=event.ttft_s,
+        key_id=p.key_id if p else None,
+        user_id=p.user_id if p else None,
+        project_id=p.project_id if p else None,
+        team_id=p.team_id if p else None,
+        org_id=p.org_id if p else None,
+        tags=dict(event.tags),
+    )
+
+
+@dataclass(slots=True)
+class WriterCounts:
+    written: int = 0
+    dropped: int = 0
+    failures: int = 0
+    batches: int = 0
+
+
+class UsageWriter:
+    """The bounded buffer and the task that empties it into the store."""
+
+    def __init__(
+        self,
+        repo: UsageRepo,
+        ledger: BudgetLedger,
+        *,
+        batch_size: int,
+        buffer_size: int,
+        flush_interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._repo = repo
+        self._ledger = ledger
+        self._batch_size = batch_size
+        self._buffer_size = buffer_size
+        self._flush_interval = flush_interval
+        self._clock = clock
+        self._buffer: deque[tuple[UsageRow, dict[SpendKey, int]]] = deque()
+        self._full = asyncio.Event()
+        self.counts = WriterCounts()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def offer(self, row: UsageRow, scopes: tuple[str, ...]) -> bool:
+        """Queues a record and charges its cost; never blocks. False when it was dropped."""
+        deltas = spend_deltas(scopes, row.cost_micros, row.ts)
+        # Spend counts for budgets even when its record cannot be kept.
+        self._ledger.charge(deltas)
+        if len(self._buffer) >= self._buffer_size:
+            self.counts.dropped += 1
+            return False
+        self._buffer.append((row, deltas))
+        if len(self._buffer) >= self._batch_size:
+            self._full.set()
+        return True
+
+    async def flush(self) -> int:
+        """Writes one batch; returns how many records (0 when empty). On `StoreError`
+        (or cancellation) the batch is put back first."""
+        if not self._buffer:
+            return 0
+        batch = [self._buffer.popleft() for _ in range(min(self._batch_size, len(self._buffer)))]
+        spend: dict[SpendKey, int] = {}
+        for _, deltas in batch:
+            for key, cost in deltas.items():
+                spend[key] = spend.get(key, 0) + cost
+        try:
+            await self._repo.write_batch([row for row, _ in batch], spend)
+        except BaseException:  # a refused write, or a stop in the middle of one
+            self._requeue(batch)
+            raise
+        self._ledger.written(spend)
+        self.counts.written += len(batch)
+        self.counts.batches += 1
+        return len(batch)
+
+    def _requeue(self, batch: list[tuple[UsageRow, dict[SpendKey, int]]]) -> None:
+        room = max(self._buffer_size - len(self._buffer), 0)
+        kept = batch[:room]
+        self.counts.dropped += len(batch) - len(kept)
+        self._buffer.extendleft(reversed(kept))
+
+    async def run(self) -> None:
+        """Writes batches until cancelled; a failing store is retried with backoff."""
+        backoff = self._flush_interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._full.wait(), timeout=backoff)
+            self._full.clear()
+            try:
+                while await self.flush() == self._batch_size:
+                    pass
+                backoff = self._flush_interval
+            except StoreError as exc:
+                self.counts.failures += 1
+                backoff = min(max(backoff * 2, self._flush_interval), MAX_BACKOFF_S)
+                log.warning("usage records not written, retrying in %.1fs: %s", backoff, exc)
+
+    async def drain(self, timeout: float) -> None:
+        """Writes what is buffered, for a clean stop; gives up after `timeout` seconds."""
+        deadline = self._clock() + timeout
+        while self._buffer and self._clock() < deadline:
+            try:
+                await asyncio.wait_for(self.flush(), timeout=max(deadline - self._clock(), 0.01))
+            except (StoreError, TimeoutError) as exc:
+                log.warning("usage records left unwritten at stop: %s", exc)
+                return

@@ -1,0 +1,93 @@
+"""`llmgw keys create|list|revoke|ttl`: API keys, through the admin API.
+
+A key is printed once, when it is made; the server keeps only its hash. Keys belong
+to a project (`--project`) or to a person (`--user`), and live at most as long as
+`auth.max_key_ttl` and their organisation, team and project allow (`llmgw keys ttl`
+sets those bounds).
+"""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+from llmgw.cli.tenancy_cmd import call, connect, fail, show
+
+app = typer.Typer(help="Create, list and revoke API keys; bound their lifetime.", no_args_is_help=True)
+app.callback()(connect)
+
+_COLUMNS = ("id", "name", "project", "user", "band", "rpm", "tpm", "expires", "state")
+_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _when(epoch: float | None) -> str | None:
+    return None if epoch is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(epoch)) + "Z"
+
+
+def _rows(keys: list[dict[str, object]]) -> list[dict[str, object]]:
+    out = []
+    for key in keys:
+        expires = key.get("expires_at")
+        out.append({**key, "expires": _when(expires) if isinstance(expires, int | float) else None})
+    return out
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    project: str | None = typer.Option(None, "--project", help="The project the key belongs to."),
+    user: str | None = typer.Option(None, "--user", help="The person a personal key belongs to."),
+    name: str = typer.Option("", "--name", help="What the key is for."),
+    ttl: str | None = typer.Option(None, "--ttl", help="Lifetime, like 720h; default: the longest allowed."),
+    band: str | None = typer.Option(None, "--band", help="Admission band of its requests."),
+    rpm: int | None = typer.Option(None, "--rpm", help="Its own requests-a-minute limit."),
+    tpm: int | None = typer.Option(None, "--tpm", help="Its own tokens-a-minute limit."),
+    as_json: bool = _JSON,
+) -> None:
+    """Makes a key and prints it: this is the only time it is shown."""
+    body = {"project": project, "user": user, "name": name, "ttl": ttl, "band": band, "rpm": rpm, "tpm": tpm}
+    made = call(ctx, "POST", "keys", {k: v for k, v in body.items() if v not in (None, "")})
+    if as_json:
+        show([made], list(made), as_json=True)
+        return
+    show(_rows([made]), _COLUMNS, as_json=False)
+    typer.echo(f"\n{made['key']}\n")
+    typer.echo("Store it now: it is not shown again, and cannot be recovered.", err=True)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    project: str | None = typer.Option(None, "--project"),
+    user: str | None = typer.Option(None, "--user"),
+    include_revoked: bool = typer.Option(False, "--all", help="Include revoked keys."),
+    as_json: bool = _JSON,
+) -> None:
+    """Lists keys by id (their public prefix), never the keys themselves."""
+    keys = call(ctx, "GET", "keys", None, project=project, user=user, all="1" if include_revoked else None)
+    show(_rows(keys["data"]), _COLUMNS, as_json=as_json, title="keys")
+
+
+@app.command("revoke")
+def revoke(ctx: typer.Context, key_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Revokes a key: refused everywhere within auth.cache_ttl, here at once."""
+    call(ctx, "DELETE", f"keys/{key_id}")
+    typer.echo(f"revoked key {key_id}")
+
+
+@app.command("ttl")
+def ttl(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., help="org, team or project."),
+    ident: str = typer.Argument(..., metavar="ID"),
+    duration: str = typer.Argument(
+        ..., help="Longest lifetime of new keys under it, like 720h; 'none' clears."
+    ),
+) -> None:
+    """Bounds the lifetime of keys made under an org, team or project."""
+    if kind not in ("org", "team", "project"):
+        raise fail(ValueError(f"{kind!r}: key lifetimes are bounded per org, team or project"))
+    value = None if duration.lower() == "none" else duration
+    call(ctx, "PUT", f"ttl/{kind}/{ident}", {"max_key_ttl": value})
+    typer.echo(f"keys under {kind} {ident} live at most {value or 'as auth.max_key_ttl allows'}")

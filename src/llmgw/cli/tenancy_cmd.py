@@ -1,0 +1,248 @@
+"""`llmgw orgs|teams|projects|users …`: the tenancy tree, through the admin API.
+
+Each command is one call to `/api` on a running server (`--admin`, default
+http://127.0.0.1:9090) with the admin token; answers print as tables (or JSON with
+`--json`). The connection options are shared with `llmgw keys` and `llmgw usage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from llmgw.auth.admin_client import DEFAULT_ADMIN_URL, AdminClient, AdminError, find_token
+from llmgw.errors import ConfigError
+
+_SCOPE_COLUMNS = ("id", "rpm", "tpm", "budget", "budget_period", "allowed_models", "band", "max_key_ttl")
+
+
+def connect(
+    ctx: typer.Context,
+    admin: str = typer.Option(DEFAULT_ADMIN_URL, "--admin", help="The server's admin listener."),
+    token: str | None = typer.Option(None, "--token", help="The admin token (else LLMGW_ADMIN_TOKEN)."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the admin token."),
+    config: Path | None = typer.Option(
+        None, "--config", help="The server's configuration, to find its token."
+    ),
+) -> None:
+    """Talks to a running server's admin API."""
+    ctx.obj = (admin, token, token_file, config)
+
+
+def client(ctx: typer.Context) -> AdminClient:
+    admin, token, token_file, config = ctx.obj or (DEFAULT_ADMIN_URL, None, None, None)
+    try:
+        return AdminClient(admin, find_token(token, token_file, config))
+    except (AdminError, ConfigError) as exc:
+        raise fail(exc) from None
+
+
+def fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=2)
+
+
+def call(
+    ctx: typer.Context, method: str, path: str, body: dict[str, Any] | None = None, **query: str | None
+) -> Any:
+    """One admin API call; a refusal ends the command with its message."""
+    try:
+        return client(ctx).call(method, path, body, **query)
+    except AdminError as exc:
+        raise fail(exc) from None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or "(none)"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def show(rows: Iterable[dict[str, Any]], columns: Sequence[str], *, as_json: bool, title: str = "") -> None:
+    rows = list(rows)
+    if as_json:
+        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    table = Table(title=title or None)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(_cell(row.get(column)) for column in columns))
+    Console().print(table)
+
+
+def _models(text: str | None) -> list[str] | None:
+    return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
+
+
+def _fields(
+    rpm: int | None,
+    tpm: int | None,
+    budget: float | None,
+    period: str | None,
+    models: str | None,
+    band: str | None,
+    max_key_ttl: str | None,
+) -> dict[str, Any]:
+    given = {
+        "rpm": rpm,
+        "tpm": tpm,
+        "budget": budget,
+        "budget_period": period,
+        "allowed_models": _models(models),
+        "band": band,
+        "max_key_ttl": max_key_ttl,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
+_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_RPM = typer.Option(None, "--rpm", help="Requests a minute (0: explicitly unlimited).")
+_TPM = typer.Option(None, "--tpm", help="Tokens a minute (0: explicitly unlimited).")
+_BUDGET = typer.Option(None, "--budget", help="Units a period (0: explicitly none).")
+_PERIOD = typer.Option(None, "--period", help="Budget period: day or month.")
+_MODELS = typer.Option(None, "--models", help="Allowed models, comma-separated (empty: none).")
+_BAND = typer.Option(None, "--band", help="Admission band of its keys.")
+_TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 720h.")
+_CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
+
+
+def scope_app(kind: str, parent: str | None) -> typer.Typer:
+    """The commands of one tenancy level."""
+    plural = f"{kind}s"
+    app = typer.Typer(help=f"Create, list, change and delete {plural}.", no_args_is_help=True)
+    app.callback()(connect)
+    columns = ("id", *((parent,) if parent else ()), *_SCOPE_COLUMNS[1:])
+    if kind == "user":
+        columns = (
+            "id",
+            "email",
+            "disabled",
+            "rpm",
+            "tpm",
+            "budget",
+            "budget_period",
+            "allowed_models",
+            "band",
+        )
+    parent_help = f"The {parent} it belongs to." if parent else "Unused for this level."
+
+    @app.command("create")
+    def create(
+        ctx: typer.Context,
+        ident: str = typer.Argument(..., metavar="ID", help=f"The {kind}'s name, unique among {plural}."),
+        parent_id: str | None = typer.Option(None, f"--{parent or 'parent'}", help=parent_help),
+        email: str | None = typer.Option(None, "--email", help="A person's address (users only)."),
+        rpm: int | None = _RPM,
+        tpm: int | None = _TPM,
+        budget: float | None = _BUDGET,
+        period: str | None = _PERIOD,
+        models: str | None = _MODELS,
+        band: str | None = _BAND,
+        max_key_ttl: str | None = _TTL,
+        as_json: bool = _JSON,
+    ) -> None:
+        body: dict[str, Any] = {"id": ident, **_fields(rpm, tpm, budget, period, models, band, max_key_ttl)}
+        if parent:
+            if parent_id is None:
+                raise fail(ValueError(f"a {kind} belongs to a {parent}: give --{parent}"))
+            body[parent] = parent_id
+        if email is not None:
+            body["email"] = email
+        show([call(ctx, "POST", plural, body)], columns, as_json=as_json)
+
+    @app.command("list")
+    def list_(
+        ctx: typer.Context,
+        parent_id: str | None = typer.Option(
+            None, f"--{parent or 'parent'}", help=f"Only those in this {parent}."
+        ),
+        as_json: bool = _JSON,
+    ) -> None:
+        query = {parent: parent_id} if parent else {}
+        show(call(ctx, "GET", plural, None, **query)["data"], columns, as_json=as_json, title=plural)
+
+    @app.command("show")
+    def show_one(
+        ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID"), as_json: bool = _JSON
+    ) -> None:
+        show([call(ctx, "GET", f"{plural}/{ident}")], columns, as_json=as_json)
+
+    @app.command("set")
+    def set_(
+        ctx: typer.Context,
+        ident: str = typer.Argument(..., metavar="ID"),
+        rpm: int | None = _RPM,
+        tpm: int | None = _TPM,
+        budget: float | None = _BUDGET,
+        period: str | None = _PERIOD,
+        models: str | None = _MODELS,
+        band: str | None = _BAND,
+        max_key_ttl: str | None = _TTL,
+        clear: list[str] = _CLEAR,
+        as_json: bool = _JSON,
+    ) -> None:
+        """Changes settings; those not given stay, those named by --clear are inherited again."""
+        body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl)
+        body.update(dict.fromkeys(clear))
+        if not body:
+            raise fail(ValueError("nothing to change: give a setting, or --clear one"))
+        show([call(ctx, "PATCH", f"{plural}/{ident}", body)], columns, as_json=as_json)
+
+    @app.command("delete")
+    def delete(ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID")) -> None:
+        """Deletes it; refused while anything still belongs to it."""
+        call(ctx, "DELETE", f"{plural}/{ident}")
+        typer.echo(f"deleted {kind} {ident}")
+
+    if kind == "user":
+        _membership_commands(app)
+    return app
+
+
+def _membership_commands(app: typer.Typer) -> None:
+    @app.command("join")
+    def join(
+        ctx: typer.Context,
+        user: str = typer.Argument(...),
+        project: str = typer.Argument(...),
+        role: str = typer.Option("member", "--role", help="member or admin."),
+    ) -> None:
+        """Makes USER a member of PROJECT."""
+        call(ctx, "POST", "memberships", {"user": user, "project": project, "role": role})
+        typer.echo(f"{user} is a {role} of {project}")
+
+    @app.command("leave")
+    def leave(
+        ctx: typer.Context, user: str = typer.Argument(...), project: str = typer.Argument(...)
+    ) -> None:
+        """Ends USER's membership of PROJECT."""
+        call(ctx, "DELETE", f"memberships/{user}/{project}")
+        typer.echo(f"{user} left {project}")
+
+    @app.command("members")
+    def members(
+        ctx: typer.Context,
+        project: str | None = typer.Option(None, "--project"),
+        user: str | None = typer.Option(None, "--user"),
+        as_json: bool = _JSON,
+    ) -> None:
+        """Lists memberships."""
+        rows = call(ctx, "GET", "memberships", project=project, user=user)["data"]
+        show(rows, ("user", "project", "role"), as_json=as_json, title="memberships")
+
+
+orgs_app = scope_app("org", None)
+teams_app = scope_app("team", "org")
+projects_app = scope_app("project", "team")
+users_app = scope_app("user", None)

@@ -1,0 +1,97 @@
+"""Shared rate-limit counts and the gateways' heartbeats in the store.
+
+Each gateway upserts its own absolute count per (scope, window), so a push that is
+repeated after a lost answer changes nothing, and reads the others' counts summed.
+The heartbeats say how many gateways share the limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llmgw.store import schema
+from llmgw.store.engine import transaction, upsert
+
+_COUNTS = schema.limit_counters
+_GATEWAYS = schema.gateways
+
+# (scope, window_start) -> (requests, tokens)
+Counts = dict[tuple[str, int], tuple[int, int]]
+
+
+class CounterRepo:
+    """Queries over the shared counters and heartbeats."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def exchange(
+        self,
+        gateway: str,
+        counts: Iterable[tuple[str, int, int, int]],
+        since_window: int,
+        now: float,
+        live_within: float,
+    ) -> tuple[Counts, int]:
+        """One round of sharing, in one transaction: writes this gateway's heartbeat and
+        its counts (scope, window, requests, tokens), and reads the other gateways' sums
+        for windows from `since_window` on, and how many gateways are live."""
+        rows = [
+            {"scope": s, "window_start": w, "gateway": gateway, "requests": r, "tokens": t}
+            for s, w, r, t in counts
+        ]
+        async with transaction(self._engine) as conn:
+            beat = upsert(conn, _GATEWAYS).values(id=gateway, host="", pid=0, started_at=now, last_seen=now)
+            await conn.execute(beat.on_conflict_do_update(index_elements=["id"], set_={"last_seen": now}))
+            if rows:
+                insert = upsert(conn, _COUNTS)
+                await conn.execute(
+                    insert.on_conflict_do_update(
+                        index_elements=["scope", "window_start", "gateway"],
+                        set_={"requests": insert.excluded.requests, "tokens": insert.excluded.tokens},
+                    ),
+                    rows,
+                )
+            others = await conn.execute(
+                sa.select(
+                    _COUNTS.c.scope,
+                    _COUNTS.c.window_start,
+                    sa.func.sum(_COUNTS.c.requests),
+                    sa.func.sum(_COUNTS.c.tokens),
+                )
+                .where(_COUNTS.c.window_start >= since_window, _COUNTS.c.gateway != gateway)
+                .group_by(_COUNTS.c.scope, _COUNTS.c.window_start)
+            )
+            totals: Counts = {(s, int(w)): (int(r), int(t)) for s, w, r, t in others}
+            live = await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(_GATEWAYS)
+                .where(_GATEWAYS.c.last_seen >= now - live_within)
+            )
+            return totals, max(1, int(live.scalar_one()))
+
+    async def register(self, gateway: str, host: str, pid: int, now: float) -> None:
+        async with transaction(self._engine) as conn:
+            insert = upsert(conn, _GATEWAYS).values(
+                id=gateway, host=host, pid=pid, started_at=now, last_seen=now
+            )
+            await conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["id"],
+                    set_={"host": host, "pid": pid, "started_at": now, "last_seen": now},
+                )
+            )
+
+    async def leave(self, gateway: str) -> None:
+        """Removes a stopping gateway's heartbeat, so the others stop sharing with it."""
+        async with transaction(self._engine) as conn:
+            await conn.execute(_GATEWAYS.delete().where(_GATEWAYS.c.id == gateway))
+
+    async def prune(self, before_window: int, gateways_before: float) -> None:
+        """Drops counts of windows that no longer matter, and heartbeats long silent."""
+        async with transaction(self._engine) as conn:
+            await conn.execute(_COUNTS.delete().where(_COUNTS.c.window_start < before_window))
+            await conn.execute(_GATEWAYS.delete().where(_GATEWAYS.c.last_seen < gateways_before))

@@ -1,0 +1,106 @@
+"""What the store hands out and takes in: plain frozen records, one per row, so the
+layers above never hold a database row or a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ScopeKind = Literal["org", "team", "project", "user"]
+SCOPE_KINDS: tuple[ScopeKind, ...] = ("org", "team", "project", "user")
+# The field each kind names its parent by.
+PARENT_FIELD: dict[ScopeKind, str | None] = {
+    "org": None,
+    "team": "org_id",
+    "project": "team_id",
+    "user": None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """An organisation, team, project or person, and what it sets for itself.
+
+    None is "not written here" for every setting, so the next level up (or the
+    server's default) decides. `allowed_models` None allows every model.
+    """
+
+    kind: ScopeKind
+    id: str
+    parent: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    budget_micros: int | None = None
+    budget_period: str | None = None
+    allowed_models: tuple[str, ...] | None = None
+    band: str | None = None
+    max_key_ttl_s: float | None = None
+    email: str | None = None
+    disabled: bool = False
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    """An API key as stored: its hash, never the key itself."""
+
+    id: str
+    hash: str
+    name: str = ""
+    project_id: str | None = None
+    user_id: str | None = None
+    band: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    created_at: float = 0.0
+    expires_at: float | None = None
+    revoked_at: float | None = None
+    updated_at: float = 0.0
+
+    def active(self, now: float) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    user_id: str
+    project_id: str
+    role: str = "member"
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One request's usage record."""
+
+    ts: float
+    request_id: str
+    model: str
+    replica: str
+    status: int
+    stream: bool
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int
+    queue_s: float
+    duration_s: float
+    ttft_s: float | None = None
+    key_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """Sums over a group of requests, as `llmgw usage` shows them."""
+
+    group: str
+    requests: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int

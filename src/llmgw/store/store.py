@@ -1,0 +1,55 @@
+"""`Store`: the one handle on the database of keys, tenancy, limits and usage.
+
+Built once at start from `auth.store` and passed to whatever needs it; opening it
+brings the schema up to date in place. Its parts are small repositories over one
+engine, so a caller names what it works on: `store.keys.revoke(...)`,
+`store.usage.write_batch(...)`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from llmgw.store import migrate
+from llmgw.store.counters import CounterRepo
+from llmgw.store.engine import create_engine, describe, is_postgres
+from llmgw.store.keys import KeyRepo
+from llmgw.store.tenancy import TenancyRepo
+from llmgw.store.usage import UsageRepo
+
+
+class Store:
+    """The database behind one interface, SQLite or PostgreSQL."""
+
+    def __init__(self, engine: AsyncEngine, location: str) -> None:
+        self.engine = engine
+        self.location = location
+        self.tenancy = TenancyRepo(engine)
+        self.keys = KeyRepo(engine)
+        self.counters = CounterRepo(engine)
+        self.usage = UsageRepo(engine)
+
+    @classmethod
+    async def open(cls, location: str, *, upgrade: bool = True) -> Store:
+        """Opens `auth.store` (a path or a postgresql:// URL) and, unless told not to,
+        upgrades its schema to the newest version; `StoreUnavailable` if it cannot."""
+        engine = create_engine(location)
+        store = cls(engine, location)
+        if upgrade:
+            try:
+                await migrate.upgrade(engine)
+            except BaseException:
+                await engine.dispose()
+                raise
+        return store
+
+    @property
+    def shared(self) -> bool:
+        """Whether other gateways may use this store too (PostgreSQL)."""
+        return is_postgres(self.location)
+
+    def __repr__(self) -> str:
+        return f"Store({describe(self.location)!r})"
+
+    async def close(self) -> None:
+        await self.engine.dispose()

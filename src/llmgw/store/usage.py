@@ -1,0 +1,200 @@
+"""Usage in the store: per-request records, their five-minute sums, and the budgets'
+spend ledger, all written by one transaction per batch so they never disagree.
+
+Pruning (`usage_retention`) deletes records only; sums and spend are what totals and
+budgets read, and stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from llmgw.store import schema
+from llmgw.store.engine import transaction, upsert
+from llmgw.store.rows import UsageRow, UsageTotal
+
+BUCKET_SECONDS = 300
+GROUPS: dict[str, str] = {
+    "org": "org_id",
+    "team": "team_id",
+    "project": "project_id",
+    "user": "user_id",
+    "key": "key_id",
+    "model": "model",
+}
+"""What `llmgw usage --by` may group by, and the column of the sums it reads."""
+
+# (scope, period, period_start) -> micro-units
+SpendDeltas = Mapping[tuple[str, str, int], int]
+_SUM_FIELDS = ("requests", "errors", "prompt_tokens", "completion_tokens", "cost_micros")
+
+
+def bucket_of(ts: float) -> int:
+    return int(ts // BUCKET_SECONDS) * BUCKET_SECONDS
+
+
+def five_minute_sums(rows: Iterable[UsageRow]) -> list[dict[str, Any]]:
+    """The records' sums per five minutes and identity (tenancy, key, model)."""
+    sums: dict[tuple[int, str, str, str, str, str, str], list[int]] = {}
+    for row in rows:
+        ident = (
+            bucket_of(row.ts),
+            row.org_id or "",
+            row.team_id or "",
+            row.project_id or "",
+            row.user_id or "",
+            row.key_id or "",
+            row.model,
+        )
+        acc = sums.get(ident)
+        if acc is None:
+            acc = sums[ident] = [0, 0, 0, 0, 0]
+        acc[0] += 1
+        acc[1] += 1 if row.status >= 400 else 0
+        acc[2] += row.prompt_tokens
+        acc[3] += row.completion_tokens
+        acc[4] += row.cost_micros
+    out: list[dict[str, Any]] = []
+    for (bucket, org, team, project, user, key, model), acc in sums.items():
+        entry: dict[str, Any] = {
+            "bucket": bucket,
+            "org_id": org,
+            "team_id": team,
+            "project_id": project,
+            "user_id": user,
+            "key_id": key,
+            "model": model,
+        }
+        entry.update(zip(_SUM_FIELDS, acc, strict=True))
+        out.append(entry)
+    return out
+
+
+def _record(row: UsageRow) -> dict[str, Any]:
+    return {
+        "ts": row.ts,
+        "request_id": row.request_id,
+        "key_id": row.key_id,
+        "user_id": row.user_id,
+        "project_id": row.project_id,
+        "team_id": row.team_id,
+        "org_id": row.org_id,
+        "model": row.model,
+        "replica": row.replica,
+        "status": row.status,
+        "stream": row.stream,
+        "prompt_tokens": row.prompt_tokens,
+        "completion_tokens": row.completion_tokens,
+        "cost_micros": row.cost_micros,
+        "queue_s": row.queue_s,
+        "ttft_s": row.ttft_s,
+        "duration_s": row.duration_s,
+        "tags": orjson.dumps(row.tags).decode() if row.tags else None,
+    }
+
+
+async def _add_sums(conn: AsyncConnection, sums: list[dict[str, Any]]) -> None:
+    table = schema.usage_sums
+    insert = upsert(conn, table)
+    await conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=["bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model"],
+            set_={name: table.c[name] + insert.excluded[name] for name in _SUM_FIELDS},
+        ),
+        sums,
+    )
+
+
+async def _add_spend(conn: AsyncConnection, deltas: SpendDeltas) -> None:
+    table = schema.spend
+    insert = upsert(conn, table)
+    await conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=["scope", "period", "period_start"],
+            set_={"cost_micros": table.c.cost_micros + insert.excluded.cost_micros},
+        ),
+        [
+            {"scope": scope, "period": period, "period_start": start, "cost_micros": cost}
+            for (scope, period, start), cost in deltas.items()
+        ],
+    )
+
+
+class UsageRepo:
+    """Writes and reads of usage."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def write_batch(self, rows: Sequence[UsageRow], spend: SpendDeltas) -> None:
+        """Records, their sums and their spend, in one transaction."""
+        if not rows:
+            return
+        async with transaction(self._engine) as conn:
+            await conn.execute(schema.usage_records.insert(), [_record(row) for row in rows])
+            await _add_sums(conn, five_minute_sums(rows))
+            if spend:
+                await _add_spend(conn, spend)
+
+    async def spend_totals(self, period_starts: Mapping[str, int]) -> dict[tuple[str, str, int], int]:
+        """Spend per scope in the periods starting at the given times ({"day": t, ...})."""
+        table = schema.spend
+        clauses = [
+            sa.and_(table.c.period == period, table.c.period_start == start)
+            for period, start in period_starts.items()
+        ]
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(
+                sa.select(table.c.scope, table.c.period, table.c.period_start, table.c.cost_micros).where(
+                    sa.or_(*clauses)
+                )
+            )
+            return {(s, p, int(start)): int(cost) for s, p, start, cost in result}
+
+    async def prune(self, before: float) -> int:
+        """Deletes records older than `before`; returns how many."""
+        table = schema.usage_records
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(table.delete().where(table.c.ts < before))
+            return int(result.rowcount or 0)
+
+    async def totals(self, by: str, since: float) -> list[UsageTotal]:
+        """Sums from `since` on, grouped by one of `GROUPS`, largest cost first."""
+        column = schema.usage_sums.c[GROUPS[by]]
+        table = schema.usage_sums
+        query = (
+            sa.select(column, *(sa.func.sum(table.c[name]) for name in _SUM_FIELDS))
+            .where(table.c.bucket >= bucket_of(since))
+            .group_by(column)
+            .order_by(sa.func.sum(table.c.cost_micros).desc(), column)
+        )
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(query)
+            return [UsageTotal(str(group), *(int(v or 0) for v in values)) for group, *values in result]
+
+    async def records(
+        self, *, limit: int, since: float = 0.0, key_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest records, most recent first (what `llmgw ctl request` reads)."""
+        table = schema.usage_records
+        query = table.select().where(table.c.ts >= since).order_by(table.c.ts.desc()).limit(limit)
+        if key_id is not None:
+            query = query.where(table.c.key_id == key_id)
+        async with transaction(self._engine) as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["tags"] = orjson.loads(item["tags"]) if item["tags"] else {}
+            out.append(item)
+        return out
+
+    async def count_records(self) -> int:
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(sa.select(sa.func.count()).select_from(schema.usage_records))
+            return int(result.scalar_one())

@@ -1,0 +1,49 @@
+"""Budget periods in UTC and the ledger of known and unwritten spend."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from llmgw.auth.budgets import BudgetLedger, BudgetRule, period_end, period_start, spend_deltas
+
+
+def ts(*parts: int) -> float:
+    return datetime(*parts, tzinfo=UTC).timestamp()  # type: ignore[misc]
+
+
+def test_periods_are_utc_days_and_months() -> None:
+    now = ts(2026, 12, 31, 23, 59, 59)
+    assert period_start("day", now) == ts(2026, 12, 31)
+    assert period_end("day", now) == ts(2027, 1, 1)
+    assert period_start("month", now) == ts(2026, 12, 1)
+    assert period_end("month", now) == ts(2027, 1, 1)
+    assert period_end("month", ts(2026, 2, 10)) == ts(2026, 3, 1)
+
+
+def test_a_budget_is_spent_when_spend_reaches_it() -> None:
+    now = ts(2026, 5, 5, 12)
+    ledger = BudgetLedger()
+    rule = BudgetRule("project:p", 1000, "day", "project")
+    ledger.charge(spend_deltas(["project:p"], 999, now))
+    assert ledger.exceeded([rule], now) is None
+    ledger.charge(spend_deltas(["project:p"], 1, now))
+    assert ledger.exceeded([rule], now) is rule
+    assert ledger.exceeded([rule], ts(2026, 5, 6, 0, 0, 1)) is None  # a new day
+
+
+def test_written_spend_moves_to_known_and_a_pull_replaces_it() -> None:
+    now = ts(2026, 5, 5, 12)
+    ledger = BudgetLedger()
+    deltas = spend_deltas(["team:t"], 500, now)
+    ledger.charge(deltas)
+    ledger.written(deltas)
+    assert ledger.spent("team:t", "month", now) == 500
+    pulled = {key: 800 for key in deltas}  # the store also holds another gateway's 300
+    ledger.pulled(pulled, now)
+    assert ledger.spent("team:t", "day", now) == 800
+    ledger.charge(spend_deltas(["team:t"], 50, now))
+    assert ledger.spent("team:t", "day", now) == 850
+
+
+def test_free_requests_add_nothing() -> None:
+    assert spend_deltas(["project:p"], 0, 0.0) == {}

@@ -1,0 +1,124 @@
+"""Limits shared by gateways: one gateway alone, several exchanging through a store
+(simulated here by summing their pushes), and several that cannot reach it."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmgw.auth.limiter import REQUESTS, TOKENS, LimitRule, SharedCounters
+
+RULE = LimitRule("key:k1", 100, "key")
+T0 = 6000.0  # the start of a window
+
+
+class FakeStore:
+    """What limit_counters does: each gateway's absolute count, summed for the others."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int, str], tuple[int, int]] = {}
+
+    def exchange(self, name: str, counters: SharedCounters, now: float, gateways: int) -> None:
+        pushed = counters.to_push(now)
+        for scope, window, requests, tokens in pushed:
+            self.rows[(scope, window, name)] = (requests, tokens)
+        others: dict[tuple[str, int], tuple[int, int]] = {}
+        for (scope, window, gateway), (r, t) in self.rows.items():
+            if gateway != name:
+                acc = others.get((scope, window), (0, 0))
+                others[(scope, window)] = (acc[0] + r, acc[1] + t)
+        counters.exchanged(pushed, others, gateways, now)
+
+
+def admit(counters: SharedCounters, now: float, rule: LimitRule = RULE, cost: int = 1) -> bool:
+    verdict = counters.judge(rule, REQUESTS, cost, now)
+    if verdict.allowed:
+        counters.add(rule.scope, cost, 0, now)
+    return verdict.allowed
+
+
+def test_one_gateway_admits_exactly_the_limit_in_a_window() -> None:
+    counters = SharedCounters()
+    admitted = sum(admit(counters, T0 + i * 0.01) for i in range(300))
+    assert admitted == 100
+
+
+def test_a_refusal_says_when_to_retry() -> None:
+    counters = SharedCounters()
+    for i in range(100):
+        admit(counters, T0 + i * 0.01)
+    verdict = counters.judge(RULE, REQUESTS, 1, T0 + 10)
+    assert not verdict.allowed
+    assert verdict.retry_after == pytest.approx(50 + 0.6)  # 1% of the next window must slide out
+    assert verdict.reset_after == 110
+
+
+def test_two_gateways_exchanging_hold_the_limit_together() -> None:
+    store = FakeStore()
+    a, b = SharedCounters(), SharedCounters()
+    store.exchange("a", a, T0, 2)
+    store.exchange("b", b, T0, 2)
+    store.exchange("a", a, T0, 2)
+    admitted = 0
+    now = T0
+    for _tick in range(40):  # 40 exchanges, 0.25 s apart, both gateways hammering
+        for _ in range(50):
+            admitted += admit(a, now) + admit(b, now)
+        now += 0.25
+        store.exchange("a", a, now, 2)
+        store.exchange("b", b, now, 2)
+    assert 100 - 2 <= admitted <= 100 + 1
+
+
+def test_gateways_that_cannot_reach_the_store_keep_to_their_share() -> None:
+    store = FakeStore()
+    gateways = [SharedCounters() for _ in range(4)]
+    for i, counters in enumerate(gateways):
+        store.exchange(str(i), counters, T0, 4)
+    for i, counters in enumerate(gateways):
+        store.exchange(str(i), counters, T0, 4)
+    # From here on no exchange succeeds.
+    admitted = [sum(admit(c, T0 + 1 + j * 0.01) for j in range(200)) for c in gateways]
+    assert sum(admitted) <= 100 + 3
+    assert all(count <= 100 // 4 + 1 for count in admitted)
+
+
+def test_unreachable_store_across_a_window_boundary_still_holds() -> None:
+    store = FakeStore()
+    a, b = SharedCounters(), SharedCounters()
+    for name, c in (("a", a), ("b", b), ("a", a)):
+        store.exchange(name, c, T0, 2)
+    first = sum(admit(a, T0 + 1 + i * 0.01) for i in range(100)) + sum(
+        admit(b, T0 + 1 + i * 0.01) for i in range(100)
+    )
+    # A full minute later neither has heard from the other since the start.
+    later = T0 + 60 + 15
+    second = sum(admit(a, later) for _ in range(200)) + sum(admit(b, later) for _ in range(200))
+    assert first <= 101
+    # In the sliding minute ending at `later`, at most the limit (plus the exception).
+    assert first * (1 - 15 / 60) + second <= 100 + 2
+
+
+def test_tokens_corrected_after_the_answer() -> None:
+    rule = LimitRule("project:p", 1000, "project")
+    counters = SharedCounters()
+    assert counters.judge(rule, TOKENS, 600, T0).allowed
+    counters.add(rule.scope, 0, 600, T0)
+    assert not counters.judge(rule, TOKENS, 600, T0 + 1).allowed
+    counters.add(rule.scope, 0, -500, T0 + 1)  # the answer used 100 tokens, not 600
+    assert counters.judge(rule, TOKENS, 600, T0 + 2).allowed
+
+
+def test_a_request_larger_than_the_whole_limit_fits_only_an_empty_window() -> None:
+    rule = LimitRule("key:k", 100, "key")
+    counters = SharedCounters()
+    assert counters.judge(rule, TOKENS, 100, T0).allowed
+    assert not counters.judge(rule, TOKENS, 101, T0).allowed
+
+
+def test_counts_of_old_windows_are_forgotten() -> None:
+    counters = SharedCounters()
+    admit(counters, T0)
+    store = FakeStore()
+    store.exchange("a", counters, T0 + 1, 1)
+    counters.prune(T0 + 200)
+    assert counters.to_push(T0 + 200) == []
