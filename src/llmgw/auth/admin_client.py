@@ -77,7 +77,8 @@ class AdminClient:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
                 return orjson.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            raise AdminError(_refusal(exc)) from None
+            with exc:
+                raise AdminError(_refusal(exc)) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(f"cannot reach the admin API at {self._base}: {reason}") from None

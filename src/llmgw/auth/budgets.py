@@ -10,11 +10,13 @@ crosses the line is let through, since its cost is known only when it ends.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 PERIODS: tuple[str, ...] = ("day", "month")
+_DAY_S = 86_400
 
 SpendKey = tuple[str, str, int]
 """(scope, period, period start)."""
@@ -52,7 +54,16 @@ def period_end(period: str, now: float) -> int:
 
 
 def current_periods(now: float) -> dict[str, int]:
-    return {period: period_start(period, now) for period in PERIODS}
+    """The start of the day and of the month containing `now`."""
+    return dict(_periods_of_day(int(now // _DAY_S)))
+
+
+@functools.lru_cache(maxsize=8)
+def _periods_of_day(day: int) -> tuple[tuple[str, int], ...]:
+    # Charged once per request: a calendar computation per request would cost more
+    # than the rest of accounting, and the answer only changes at midnight.
+    noon = day * _DAY_S + _DAY_S / 2
+    return tuple((period, period_start(period, noon)) for period in PERIODS)
 
 
 def spend_deltas(scopes: Iterable[str], cost_micros: int, ts: float) -> dict[SpendKey, int]:
@@ -71,7 +82,7 @@ class BudgetLedger:
         self._unwritten: dict[SpendKey, int] = {}
 
     def spent(self, scope: str, period: str, now: float) -> int:
-        key = (scope, period, period_start(period, now))
+        key = (scope, period, _periods_of_day(int(now // _DAY_S))[PERIODS.index(period)][1])
         return self._known.get(key, 0) + self._unwritten.get(key, 0)
 
     def exceeded(self, rules: Sequence[BudgetRule], now: float) -> BudgetRule | None:

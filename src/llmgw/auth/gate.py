@@ -29,7 +29,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -66,15 +66,23 @@ MAX_NEGATIVE = 100_000
 _INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
 
 
-@dataclass(frozen=True, slots=True)
+Check = tuple[Dimension, LimitRule, int, Verdict]
+"""One limit judged for a request: dimension, rule, amount asked, verdict."""
+
+
+@dataclass(slots=True)
 class Admission:
-    """A request let through: what was counted, and OpenAI's x-ratelimit-* headers for
-    the answer."""
+    """A request let through: what was counted, and (`headers`) OpenAI's x-ratelimit-*
+    headers for the answer, worked out only when asked for."""
 
     principal: Principal
     model: str
     counted_tokens: int
-    headers: tuple[tuple[str, str], ...]
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        return _headers(self.checks, after=True)
 
 
 class AuthGate:
@@ -108,6 +116,8 @@ class AuthGate:
             batch_size=auth.effective_batch_size,
             buffer_size=auth.effective_buffer_size,
             flush_interval=auth.effective_flush_interval.total_seconds(),
+            # SQLite takes one writer at a time; PostgreSQL overlaps two batches.
+            concurrency=2 if store.shared else 1,
         )
         self.collector = TenantCollector(self.metrics, self._pipeline_state)
         """Register it in the gateway's Prometheus registry."""
@@ -136,7 +146,7 @@ class AuthGate:
             asyncio.create_task(self._every(self._refresh_interval, self._refresh), name="auth-refresh"),
             asyncio.create_task(self._every(self._sync_interval, self._exchange), name="auth-limits"),
             asyncio.create_task(self._every(SPEND_PULL_S, self._pull_spend), name="auth-spend"),
-            asyncio.create_task(self._every(PRUNE_EVERY_S, self._prune), name="auth-prune"),
+            asyncio.create_task(self._every(PRUNE_EVERY_S, self.prune), name="auth-prune"),
             asyncio.create_task(self.writer.run(), name="auth-usage"),
         ]
 
@@ -149,7 +159,8 @@ class AuthGate:
         self._tasks = []
         await self.writer.drain(DRAIN_TIMEOUT_S)
         try:
-            await asyncio.wait_for(self._goodbye(), GOODBYE_TIMEOUT_S)
+            async with asyncio.timeout(GOODBYE_TIMEOUT_S):
+                await self._goodbye()
         except (StoreError, TimeoutError) as exc:
             log.warning("could not say goodbye to the store: %s", exc or "it did not answer")
 
@@ -195,17 +206,20 @@ class AuthGate:
         now = self._clock()
         pushed = self.counters.to_push(now)
         since = windows.window_start(now) - windows.WINDOW_S
-        others, live = await self._store.counters.exchange(
+        others, live, oldest = await self._store.counters.exchange(
             self.gateway_id, pushed, since, now, self._live_within
         )
-        self.counters.exchanged(pushed, others, live, self._clock())
+        self.counters.exchanged(pushed, others, live, self._clock(), pushed_at=now, others_pushed_at=oldest)
 
     async def _pull_spend(self) -> None:
         now = self._clock()
         totals = await self._store.usage.spend_totals(current_periods(now))
         self.ledger.pulled(totals, now)
 
-    async def _prune(self) -> None:
+    async def prune(self) -> None:
+        """Maintenance, run every minute: forgets old limit counts and silent gateways,
+        and (every ten minutes) deletes usage records past `usage_retention`; the
+        five-minute sums and the spend ledger are never pruned."""
         now = self._clock()
         self.counters.prune(now)
         oldest = windows.window_start(now) - 2 * windows.WINDOW_S
@@ -342,7 +356,7 @@ class AuthGate:
                 rule.scope, amount if dim == REQUESTS else 0, amount if dim == TOKENS else 0, now
             )
         counted = cost if principal.tpm is not None else 0
-        return Admission(principal, model, counted, tuple(_headers(checks, after=True)))
+        return Admission(principal, model, counted, tuple(checks))
 
     def record(self, usage: UsageEvent) -> None:
         """Accounts one finished request: replaces the token estimate counted at admission
@@ -372,9 +386,7 @@ class AuthGate:
         )
 
 
-def _headers(
-    checks: list[tuple[Dimension, LimitRule, int, Verdict]], *, after: bool
-) -> list[tuple[str, str]]:
+def _headers(checks: Sequence[Check], *, after: bool) -> list[tuple[str, str]]:
     """OpenAI's x-ratelimit-* headers for the limits that apply."""
     out: list[tuple[str, str]] = []
     for dim, rule, amount, verdict in checks:

@@ -3,15 +3,15 @@ without the request path ever waiting on it.
 
 Each gateway counts locally per scope (a key, project, team, org or person) and
 window, and a background loop (`AuthGate`, every `sync_interval`) pushes its own
-absolute counts to the store and pulls the others' sums back. What another gateway
-admitted after its last push is unknown, and its last push may be up to one interval
-older than this gateway's last pull. So this module bets that each other live gateway
-admitted, unseen, as much as this one did since its exchange before last (one interval
-more than its own last exchange), and judges a request as if all G gateways were
-admitting it at once. Each then takes at most its 1/G share of what is left, and
-together they stay under the limit however the traffic is spread. The one exception
-keeps a small limit from locking up: the first request after an exchange is judged
-alone, which can overshoot by at most G-1 requests (or their tokens) per exchange.
+absolute counts to the store and pulls the others' sums back, with the time of each
+other gateway's last push. What another gateway admitted after its last push is
+unknown; this module bets that each other live gateway admitted, unseen, as much as
+this one admitted since the oldest of those pushes, and judges a request as if all G
+gateways were admitting it at once. Each then takes at most its 1/G share of what is
+left, and together they stay under the limit however the traffic is spread, and
+however late one of them is with its exchanges. The one exception keeps a small
+limit from locking up: the first request after an exchange is judged alone, which
+can overshoot by at most G-1 requests (or their tokens) per exchange.
 
 When the store cannot be reached the exchange simply does not happen: the last known
 totals stay, and what was admitted since counts G times over, so each gateway keeps to
@@ -23,12 +23,15 @@ caller with the rows `to_push` gives and `exchanged` takes back.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from llmgw.auth import windows
 
+HISTORY = 64
+"""Pushes remembered per scope: at 250 ms, the last 16 s."""
 Dimension = Literal[0, 1]
 REQUESTS: Dimension = 0
 TOKENS: Dimension = 1
@@ -45,8 +48,9 @@ class LimitRule:
     """Where the limit is written: key, project, team, org, user, personal or default."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """A judgement (a tuple: one is made per limit per request)."""
+
     allowed: bool
     estimate: float
     retry_after: float
@@ -62,9 +66,13 @@ class _Entry:
     remote_prev: list[int] = field(default_factory=lambda: [0, 0])
     synced: list[int] = field(default_factory=lambda: [0, 0])
     synced_prev: list[int] = field(default_factory=lambda: [0, 0])
-    # What `synced` was one exchange earlier: counts since then may be unseen by others.
+    # This gateway's count as of the oldest other gateway's last push: what it admitted
+    # since may have been matched, unseen, by every other gateway.
     before: list[int] = field(default_factory=lambda: [0, 0])
     before_prev: list[int] = field(default_factory=lambda: [0, 0])
+    # (time, requests, tokens) of this gateway's recent pushes in the current window.
+    history: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    history_prev: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     dirty: bool = False
 
     def roll(self, start: int, window_s: int) -> None:
@@ -73,12 +81,30 @@ class _Entry:
         if start == self.window + window_s:
             self.local_prev, self.remote_prev = self.local, self.remote
             self.synced_prev, self.before_prev = self.synced, self.before
+            self.history_prev = self.history
             self.dirty = self.dirty or self.local_prev != self.synced_prev
         else:
             self.local_prev, self.remote_prev = [0, 0], [0, 0]
             self.synced_prev, self.before_prev = [0, 0], [0, 0]
+            self.history_prev = deque(maxlen=HISTORY)
         self.local, self.remote, self.synced, self.before = [0, 0], [0, 0], [0, 0], [0, 0]
+        self.history = deque(maxlen=HISTORY)
         self.window = start
+
+
+def _least(a: list[int], b: list[int]) -> list[int]:
+    return [min(a[0], b[0]), min(a[1], b[1])]
+
+
+def _count_at(history: deque[tuple[float, int, int]], moment: float) -> list[int]:
+    """This gateway's count in a window as pushed at or before `moment`; none pushed
+    that early is nothing, which bets on all of it."""
+    found = [0, 0]
+    for when, requests, tokens in history:
+        if when > moment:
+            break
+        found = [requests, tokens]
+    return found
 
 
 class SharedCounters:
@@ -147,14 +173,19 @@ class SharedCounters:
         others: Mapping[tuple[str, int], tuple[int, int]],
         gateways: int,
         now: float,
+        pushed_at: float | None = None,
+        others_pushed_at: float | None = None,
     ) -> None:
-        """Takes in a successful exchange: what was pushed is now seen by the others,
-        and their sums (per scope and window) replace what was known."""
+        """Takes in a successful exchange: what was pushed (at `pushed_at`) is now seen
+        by the others, their sums (per scope and window) replace what was known, and
+        `others_pushed_at`, the oldest of their last pushes, says how far back what they
+        may have admitted unseen goes (None: no other gateway)."""
         self.gateways = max(1, gateways)
         start = windows.window_start(now, self.window_s)
-        for entry in self._entries.values():
-            entry.roll(start, self.window_s)
-            entry.before, entry.before_prev = list(entry.synced), list(entry.synced_prev)
+        earlier: dict[str, tuple[list[int], list[int]]] = {}
+        for scope, known in self._entries.items():
+            known.roll(start, self.window_s)
+            earlier[scope] = (list(known.synced), list(known.synced_prev))
         for scope, window, requests, tokens in pushed:
             entry = self._entries.get(scope)
             if entry is None:
@@ -164,6 +195,19 @@ class SharedCounters:
             elif window == entry.window - self.window_s:
                 entry.synced_prev = [requests, tokens]
             entry.dirty = entry.local != entry.synced or entry.local_prev != entry.synced_prev
+        moment = now if pushed_at is None else pushed_at
+        for scope, known in self._entries.items():
+            if not known.history or known.history[-1][1:] != tuple(known.synced):
+                known.history.append((moment, known.synced[REQUESTS], known.synced[TOKENS]))
+            # At least since this gateway's exchange before last (another's last push
+            # can be up to one interval older than this one's last pull), and since the
+            # oldest other push when that is older still.
+            before, before_prev = earlier.get(scope, ([0, 0], [0, 0]))
+            if others_pushed_at is not None:
+                before = _least(before, _count_at(known.history, others_pushed_at))
+                if others_pushed_at < known.window:
+                    before_prev = _least(before_prev, _count_at(known.history_prev, others_pushed_at))
+            known.before, known.before_prev = before, before_prev
         for scope, _window in others:
             if scope not in self._entries:
                 self._entries[scope] = _Entry(start)

@@ -35,10 +35,11 @@ class CounterRepo:
         since_window: int,
         now: float,
         live_within: float,
-    ) -> tuple[Counts, int]:
+    ) -> tuple[Counts, int, float | None]:
         """One round of sharing, in one transaction: writes this gateway's heartbeat and
         its counts (scope, window, requests, tokens), and reads the other gateways' sums
-        for windows from `since_window` on, and how many gateways are live."""
+        for windows from `since_window` on, how many gateways are live, and when the
+        one heard from longest ago last pushed (None when no other is live)."""
         rows = [
             {"scope": s, "window_start": w, "gateway": gateway, "requests": r, "tokens": t}
             for s, w, r, t in counts
@@ -55,6 +56,14 @@ class CounterRepo:
                     ),
                     rows,
                 )
+            # Heartbeats before counts: a gateway that commits in between then looks
+            # older than its counts are, which only makes the bet on it larger.
+            live = await conn.execute(
+                sa.select(sa.func.count(), sa.func.min(_GATEWAYS.c.last_seen))
+                .select_from(_GATEWAYS)
+                .where(_GATEWAYS.c.last_seen >= now - live_within, _GATEWAYS.c.id != gateway)
+            )
+            others_live, oldest = live.one()
             others = await conn.execute(
                 sa.select(
                     _COUNTS.c.scope,
@@ -66,12 +75,7 @@ class CounterRepo:
                 .group_by(_COUNTS.c.scope, _COUNTS.c.window_start)
             )
             totals: Counts = {(s, int(w)): (int(r), int(t)) for s, w, r, t in others}
-            live = await conn.execute(
-                sa.select(sa.func.count())
-                .select_from(_GATEWAYS)
-                .where(_GATEWAYS.c.last_seen >= now - live_within)
-            )
-            return totals, max(1, int(live.scalar_one()))
+            return totals, 1 + int(others_live), None if oldest is None else float(oldest)
 
     async def register(self, gateway: str, host: str, pid: int, now: float) -> None:
         async with transaction(self._engine) as conn:

@@ -70,9 +70,10 @@ class Membership:
     created_at: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UsageRow:
-    """One request's usage record."""
+    """One request's usage record. Not frozen: one is made per request, and a frozen
+    dataclass's constructor costs several times a plain one's; treat it as read-only."""
 
     ts: float
     request_id: str

@@ -18,12 +18,13 @@ from llmgw.store.engine import create_engine, is_postgres
 from llmgw.store.schema import metadata
 
 
-def settings(**auth: Any) -> Settings:
+def settings(router: dict[str, Any] | None = None, **auth: Any) -> Settings:
+    """Settings with auth on and `auth` set; durations may be given as seconds."""
     values: dict[str, Any] = {"enabled": True, "store": "unused", **auth}
     for name in ("cache_ttl", "negative_ttl", "flush_interval", "max_key_ttl", "usage_retention"):
         if isinstance(values.get(name), int | float):
             values[name] = timedelta(seconds=values[name])
-    return Settings(auth=values)
+    return Settings(auth=values, router=router or {})
 
 
 async def empty_tables(location: str) -> None:
@@ -39,9 +40,15 @@ async def empty_tables(location: str) -> None:
         await engine.dispose()
 
 
+_UPGRADED: set[str] = set()
+"""Stores already brought to the newest schema in this run: opening them again skips
+Alembic's check, which costs more than most tests."""
+
+
 @contextlib.asynccontextmanager
 async def opened(location: str) -> AsyncIterator[Store]:
-    store = await Store.open(location)
+    store = await Store.open(location, upgrade=location not in _UPGRADED)
+    _UPGRADED.add(location)
     try:
         yield store
     finally:
@@ -51,7 +58,9 @@ async def opened(location: str) -> AsyncIterator[Store]:
 async def make_tree(store: Store, now: float = 1.0, **fields: dict[str, Any]) -> None:
     """org o > team t > project p, and person u; `fields` sets settings per level."""
     await store.tenancy.create(Scope("org", "o", created_at=now, updated_at=now, **fields.get("org", {})))
-    await store.tenancy.create(Scope("team", "t", "o", created_at=now, updated_at=now, **fields.get("team", {})))
+    await store.tenancy.create(
+        Scope("team", "t", "o", created_at=now, updated_at=now, **fields.get("team", {}))
+    )
     await store.tenancy.create(
         Scope("project", "p", "t", created_at=now, updated_at=now, **fields.get("project", {}))
     )
@@ -98,7 +107,8 @@ class Relay:
             writer.close()
             return
         self._writers += [writer, up_writer]
-        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
 
     async def cut(self) -> None:
         if self._server is not None:
@@ -117,3 +127,31 @@ def through(location: str, relay: Relay) -> str:
     assert is_postgres(location)
     url = sa.engine.make_url(location)
     return url.set(host="127.0.0.1", port=relay.port).render_as_string(hide_password=False)
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextlib.asynccontextmanager
+async def started_gate(
+    location: str, clock: Any = None, sync_interval: float = 0.05, **auth: Any
+) -> AsyncIterator[Any]:
+    """An AuthGate on its own store connection, started, closed at the end."""
+    import time
+
+    from llmgw.auth import AuthGate
+
+    async with opened(location) as store:
+        gate = AuthGate(settings(**auth), store, clock=clock or time.time, sync_interval=sync_interval)
+        await gate.start()
+        try:
+            yield gate
+        finally:
+            await gate.close()

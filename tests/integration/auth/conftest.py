@@ -20,9 +20,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
-
 from auth_store_helpers import empty_tables
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "test-postgres.sh"
@@ -35,7 +34,9 @@ def postgres_server() -> Iterator[str | None]:
     with tempfile.TemporaryDirectory() as state_dir:
         state = Path(state_dir) / "cluster"
         env = {**os.environ, "LLMGW_TEST_POSTGRES_STATE": str(state)}
-        done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120, check=False)
+        done = subprocess.run(
+            ["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
         if done.returncode == CANNOT:
             pytest.skip(f"no PostgreSQL for the tests: {done.stderr.strip()}")
         assert done.returncode == 0, f"scripts/test-postgres.sh failed: {done.stderr}"
@@ -46,7 +47,9 @@ def postgres_server() -> Iterator[str | None]:
                 yield dsn
             finally:
                 if state.exists():
-                    subprocess.run(["bash", str(SCRIPT), "stop", state.read_text().strip()], check=False, timeout=60)
+                    subprocess.run(
+                        ["bash", str(SCRIPT), "stop", state.read_text().strip()], check=False, timeout=60
+                    )
 
 
 async def _admin(dsn: str, statement: str) -> None:
@@ -80,3 +83,25 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     location: str = request.getfixturevalue("postgres_database")
     asyncio.run(empty_tables(location))
     return location
+
+
+@pytest.fixture
+def postgres_location(postgres_database: str) -> str:
+    """This module's PostgreSQL database, emptied, for tests that need PostgreSQL itself."""
+    asyncio.run(empty_tables(postgres_database))
+    return postgres_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def blank_store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store location with no schema at all: a new SQLite file, or a new database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "blank.db")
+        return
+    server: str = request.getfixturevalue("postgres_server")
+    name = f"llmgw_blank_{secrets.token_hex(4)}"
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

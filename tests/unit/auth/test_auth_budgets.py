@@ -38,7 +38,7 @@ def test_written_spend_moves_to_known_and_a_pull_replaces_it() -> None:
     ledger.charge(deltas)
     ledger.written(deltas)
     assert ledger.spent("team:t", "month", now) == 500
-    pulled = {key: 800 for key in deltas}  # the store also holds another gateway's 300
+    pulled = dict.fromkeys(deltas, 800)  # the store also holds another gateway's 300
     ledger.pulled(pulled, now)
     assert ledger.spent("team:t", "day", now) == 800
     ledger.charge(spend_deltas(["team:t"], 50, now))

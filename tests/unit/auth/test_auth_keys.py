@@ -16,14 +16,23 @@ def test_a_new_key_carries_its_id_and_is_stored_by_hash() -> None:
     assert new_key().plaintext != made.plaintext
 
 
-@pytest.mark.parametrize("token", ["sk-abc", "llmgw-", "llmgw-abc-def", "llmgw-0123456789-x", "llmgw-01234567-"])
+@pytest.mark.parametrize(
+    "token", ["sk-abc", "llmgw-", "llmgw-abc-def", "llmgw-0123456789-x", "llmgw-01234567-"]
+)
 def test_tokens_not_shaped_like_keys_have_no_id(token: str) -> None:
     assert key_id_of(token) is None
 
 
 @pytest.mark.parametrize(
     ("header", "token"),
-    [("Bearer abc", "abc"), ("bearer  abc ", "abc"), ("Basic abc", None), ("Bearer", None), (None, None), ("", None)],
+    [
+        ("Bearer abc", "abc"),
+        ("bearer  abc ", "abc"),
+        ("Basic abc", None),
+        ("Bearer", None),
+        (None, None),
+        ("", None),
+    ],
 )
 def test_bearer_token(header: str | None, token: str | None) -> None:
     assert bearer_token(header) == token

@@ -16,9 +16,11 @@ class FakeStore:
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int, str], tuple[int, int]] = {}
+        self.pushed_at: dict[str, float] = {}
 
     def exchange(self, name: str, counters: SharedCounters, now: float, gateways: int) -> None:
         pushed = counters.to_push(now)
+        self.pushed_at[name] = now
         for scope, window, requests, tokens in pushed:
             self.rows[(scope, window, name)] = (requests, tokens)
         others: dict[tuple[str, int], tuple[int, int]] = {}
@@ -26,7 +28,8 @@ class FakeStore:
             if gateway != name:
                 acc = others.get((scope, window), (0, 0))
                 others[(scope, window)] = (acc[0] + r, acc[1] + t)
-        counters.exchanged(pushed, others, gateways, now)
+        others_at = [when for gateway, when in self.pushed_at.items() if gateway != name]
+        counters.exchanged(pushed, others, gateways, now, now, min(others_at) if others_at else None)
 
 
 def admit(counters: SharedCounters, now: float, rule: LimitRule = RULE, cost: int = 1) -> bool:
@@ -122,3 +125,20 @@ def test_counts_of_old_windows_are_forgotten() -> None:
     store.exchange("a", counters, T0 + 1, 1)
     counters.prune(T0 + 200)
     assert counters.to_push(T0 + 200) == []
+
+
+def test_a_gateway_late_with_its_exchanges_is_bet_on_for_all_its_silence() -> None:
+    store = FakeStore()
+    a, b = SharedCounters(), SharedCounters()
+    for name, c in (("a", a), ("b", b), ("a", a), ("b", b)):
+        store.exchange(name, c, T0, 2)
+    admitted = 0
+    now = T0
+    for tick in range(40):  # a exchanges every tick, b only every fourth
+        for _ in range(50):
+            admitted += admit(a, now) + admit(b, now)
+        now += 0.25
+        store.exchange("a", a, now, 2)
+        if tick % 4 == 3:
+            store.exchange("b", b, now, 2)
+    assert 100 - 4 <= admitted <= 100 + 1

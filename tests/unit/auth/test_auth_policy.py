@@ -41,7 +41,11 @@ def principal(key: KeyRow, auth: Auth | None = None, **levels: dict[str, Any]) -
         ({}, None, None),
         ({"org": {"rpm": 40}}, None, ("org:o", 40, "org")),
         ({"org": {"rpm": 40}, "team": {"rpm": 30}}, None, ("team:t", 30, "team")),
-        ({"org": {"rpm": 40}, "team": {"rpm": 30}, "project": {"rpm": 90}}, None, ("project:p", 90, "project")),
+        (
+            {"org": {"rpm": 40}, "team": {"rpm": 30}, "project": {"rpm": 90}},
+            None,
+            ("project:p", 90, "project"),
+        ),
         ({"project": {"rpm": 90}}, 5, ("key:k1", 5, "key")),
         ({"team": {"rpm": 3}, "project": {"rpm": 0}}, None, None),  # an explicit 0 is unlimited
     ],
@@ -58,7 +62,8 @@ def test_default_limits_apply_per_key_where_nothing_is_written() -> None:
     auth = Auth(default_rpm=60, default_tpm=1000)
     p = principal(PROJECT_KEY, auth)
     assert (p.rpm and p.rpm.scope, p.rpm and p.rpm.limit, p.rpm and p.rpm.source) == ("key:k1", 60, "default")
-    assert p.tpm is not None and p.tpm.limit == 1000
+    assert p.tpm is not None
+    assert p.tpm.limit == 1000
     # Any explicit limit, larger or smaller, replaces the default.
     assert principal(PROJECT_KEY, auth, org={"rpm": 500}).rpm.limit == 500  # type: ignore[union-attr]
     assert principal(PROJECT_KEY, auth, org={"tpm": 10}).tpm.limit == 10  # type: ignore[union-attr]
@@ -101,7 +106,9 @@ def test_a_persons_budget_replaces_the_personal_setting() -> None:
 
 
 def test_models_allowed_at_every_level_that_restricts_them() -> None:
-    p = principal(PROJECT_KEY, org={"allowed_models": ("a", "b", "c")}, project={"allowed_models": ("b", "c", "d")})
+    p = principal(
+        PROJECT_KEY, org={"allowed_models": ("a", "b", "c")}, project={"allowed_models": ("b", "c", "d")}
+    )
     assert [p.allows(m) for m in "abcd"] == [False, True, True, False]
     assert principal(PROJECT_KEY).allows("anything")
     assert not principal(PERSONAL_KEY, user={"allowed_models": ()}).allows("a")
@@ -109,8 +116,13 @@ def test_models_allowed_at_every_level_that_restricts_them() -> None:
 
 def test_owners_of_adapters() -> None:
     p = principal(PROJECT_KEY)
-    assert p.owns("org:o") and p.owns("team:t") and p.owns("project:p") and p.owns("key:k1")
-    assert not p.owns("team:other") and not p.owns("user:u") and not p.owns("garbage")
+    assert p.owns("org:o")
+    assert p.owns("team:t")
+    assert p.owns("project:p")
+    assert p.owns("key:k1")
+    assert not p.owns("team:other")
+    assert not p.owns("user:u")
+    assert not p.owns("garbage")
     assert principal(PERSONAL_KEY).owns("user:u")
 
 

@@ -6,7 +6,9 @@ from llmgw.auth.tags import MAX_TAGS, parse_tags
 
 
 def test_header_and_metadata_merge_with_the_header_winning() -> None:
-    tags = parse_tags("team = search, run=nightly,broken", {"team": "ads", "user": "u1", "n": 3, "x": {"a": 1}})
+    tags = parse_tags(
+        "team = search, run=nightly,broken", {"team": "ads", "user": "u1", "n": 3, "x": {"a": 1}}
+    )
     assert tags == {"team": "search", "user": "u1", "n": "3", "run": "nightly"}
 
 

@@ -46,7 +46,8 @@ def test_overflow_is_dropped_and_counted_without_waiting() -> None:
     started = time.perf_counter()
     kept = [w.offer(row(i, cost=5), ("project:p",)) for i in range(25)]
     assert time.perf_counter() - started < 0.05
-    assert kept.count(True) == 10 and w.counts.dropped == 15
+    assert kept.count(True) == 10
+    assert w.counts.dropped == 15
     # Budgets still see the spend of dropped records.
     assert ledger.spent("project:p", "day", NOW) == 125
 
@@ -79,7 +80,8 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
             if w.counts.failures:
                 break
             await asyncio.sleep(0.01)
-        assert w.counts.failures >= 1 and w.buffered == 6
+        assert w.counts.failures >= 1
+        assert w.buffered == 6
         repo.down = False
         for _ in range(500):
             if w.counts.written == 6:
@@ -87,7 +89,8 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
             await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        assert w.counts.written == 6 and w.counts.dropped == 0
+        assert w.counts.written == 6
+        assert w.counts.dropped == 0
 
     asyncio.run(scenario())
 

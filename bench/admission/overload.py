@@ -1,0 +1,670 @@
+"""Admission under overload: sim replicas offered several times what they can serve, in
+a mix of bands, through `llmgw server` with admission on, and (side by side, in the same
+run) through one with admission off.
+
+Phases, each against the same sim replicas:
+
+1. unloaded: platinum requests one at a time, for the time to first token (TTFT) the
+   overload figure is held against;
+2. capacity: a closed loop of replicas × max-seqs platinum streams, for the request rate
+   the replicas sustain (their capacity);
+3. overload, admission on: an open-loop (Poisson) generator offers `--factor` × that
+   rate for `--duration` seconds, bands drawn by `--mix`; every request streams and its
+   status, Retry-After, error code and TTFT are kept; the gateway's resident memory
+   (VmRSS in /proc) and its admission queue depth are sampled every second;
+4. overload, admission off: the same offered load for `--off-duration` seconds, on a
+   second gateway whose only difference is `router.admission.enabled: false`.
+
+    .venv/bin/python bench/admission/overload.py            # the recorded run: 5 min + 1 min off
+    .venv/bin/python bench/admission/overload.py --quick    # 30 s + 20 s off, for a check
+
+Writes bench/results/admission-overload.md and .json (`--quick`: admission-overload-quick).
+Only 127.0.0.1 is used; the sims and gateways started are stopped by PID at the end;
+every request has a client-side timeout, so every phase is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from llmgw.server.testing import GatewayProcess, start_gateway
+from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "bench-model"
+BANDS = ("platinum", "gold", "silver", "bronze")
+# The seed's bands: priority and saturation ceiling.
+SEED_BANDS = {"platinum": (400, 1.00), "gold": (300, 0.85), "silver": (200, 0.60), "bronze": (100, 0.30)}
+# About 100 prompt tokens: a short chat turn.
+PROMPT = "Summarise the quarterly report for the finance team in three sentences, please. " * 8
+
+
+@dataclass
+class Outcome:
+    """One request as the client saw it; times in seconds."""
+
+    band: str
+    sent_at: float
+    status: int  # 0: the client gave up or the connection failed
+    ttft: float | None
+    total: float
+    retry_after: str | None = None
+    code: str | None = None
+    error: str | None = None
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def sim_args(a: argparse.Namespace) -> list[str]:
+    return [
+        "--model",
+        MODEL,
+        "--max-seqs",
+        str(a.max_seqs),
+        "--decode-ms",
+        str(a.decode_ms),
+        "--decode-ms-per-seq",
+        str(a.decode_ms_per_seq),
+        "--prefill-ms-per-token",
+        str(a.prefill_ms_per_token),
+        "--default-max-tokens",
+        str(a.max_tokens),
+    ]
+
+
+def gateway_config(
+    sims: Sequence[SimEngineProcess], a: argparse.Namespace, *, admission: bool
+) -> dict[str, Any]:
+    return {
+        "endpoints": [
+            {"id": f"sim-{i}", "url": s.url, "models": [MODEL], "engine": "sim"} for i, s in enumerate(sims)
+        ],
+        "router": {
+            # 1.0 saturation is every replica running max-seqs sequences: full, nothing waiting.
+            "scoring": {"target_inflight": a.max_seqs},
+            "scrape_interval": "500ms",
+            "timeouts": {"first_token": "300s"},
+            "admission": {
+                "enabled": admission,
+                "bands": [
+                    {"name": b, "priority": SEED_BANDS[b][0], "saturation_ceiling": a.ceilings[b]}
+                    for b in BANDS
+                ],
+                "queue_ttl": f"{a.queue_ttl}s",
+                "queue_capacity_per_band": a.per_band,
+                "queue_capacity_total": a.total,
+            },
+        },
+    }
+
+
+@contextlib.contextmanager
+def started_sims(a: argparse.Namespace) -> Iterator[list[SimEngineProcess]]:
+    sims: list[SimEngineProcess] = []
+    try:
+        for _ in range(a.replicas):
+            sims.append(start_sim_engine(*sim_args(a)))
+        yield sims
+    finally:
+        for s in sims:
+            s.stop()
+
+
+@contextlib.contextmanager
+def started_gateway(config: dict[str, Any]) -> Iterator[GatewayProcess]:
+    handle = start_gateway(config, timeout=120.0)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+def body(max_tokens: int) -> bytes:
+    return json.dumps(
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+    ).encode()
+
+
+async def one(session: aiohttp.ClientSession, url: str, band: str, payload: bytes, t0: float) -> Outcome:
+    started = time.perf_counter()
+    sent_at = started - t0
+    headers = {"content-type": "application/json", "x-llmgw-band": band}
+    try:
+        async with session.post(url, data=payload, headers=headers) as response:
+            if response.status != 200:
+                raw = await response.read()
+                code = None
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    code = json.loads(raw)["error"]["code"]
+                return Outcome(
+                    band,
+                    sent_at,
+                    response.status,
+                    None,
+                    time.perf_counter() - started,
+                    response.headers.get("Retry-After"),
+                    code,
+                )
+            ttft = None
+            async for chunk in response.content.iter_any():
+                if ttft is None and b"data:" in chunk:
+                    ttft = time.perf_counter() - started
+            return Outcome(band, sent_at, 200, ttft, time.perf_counter() - started)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return Outcome(band, sent_at, 0, None, time.perf_counter() - started, error=type(exc).__name__)
+
+
+def session(timeout_s: float) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, force_close=True),
+        timeout=aiohttp.ClientTimeout(total=timeout_s),
+    )
+
+
+async def unloaded(gw: GatewayProcess, count: int, a: argparse.Namespace) -> list[Outcome]:
+    """Platinum requests one at a time: nothing else in flight anywhere."""
+    url = gw.base_url + "/chat/completions"
+    # A short answer: the time to the first token does not depend on the length, and the
+    # phase takes a fraction of the time.
+    payload = body(4)
+    async with session(a.client_timeout) as s:
+        t0 = time.perf_counter()
+        return [await one(s, url, "platinum", payload, t0) for _ in range(count)]
+
+
+async def capacity(gw: GatewayProcess, seconds: float, a: argparse.Namespace) -> float:
+    """Requests a second the replicas finish with every sequence slot busy."""
+    url = gw.base_url + "/chat/completions"
+    payload = body(a.max_tokens)
+    done: list[float] = []
+
+    async def worker(s: aiohttp.ClientSession, t0: float, until: float) -> None:
+        while time.perf_counter() < until:
+            result = await one(s, url, "platinum", payload, t0)
+            if result.status == 200:
+                done.append(time.perf_counter() - t0)
+
+    async with session(a.client_timeout) as s:
+        t0 = time.perf_counter()
+        warm = 3.0
+        await asyncio.gather(*(worker(s, t0, t0 + warm + seconds) for _ in range(a.replicas * a.max_seqs)))
+    counted = [t for t in done if warm <= t <= warm + seconds]
+    return len(counted) / seconds
+
+
+async def overload(
+    gw: GatewayProcess, rate: float, seconds: float, a: argparse.Namespace, seed: int
+) -> tuple[list[Outcome], list[dict[str, float]]]:
+    """Open-loop Poisson arrivals at `rate` for `seconds`; samples of RSS and queue depth."""
+    rng = random.Random(seed)
+    url = gw.base_url + "/chat/completions"
+    payload = body(a.max_tokens)
+    weights = [a.mix[b] for b in BANDS]
+    pid = gw.process.pid
+    samples: list[dict[str, float]] = []
+    tasks: list[asyncio.Task[Outcome]] = []
+    async with session(a.client_timeout) as s:
+        t0 = time.perf_counter()
+        cpu0 = cpu_seconds(pid)
+        stop = asyncio.Event()
+
+        async def sampler() -> None:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as admin:
+                while not stop.is_set():
+                    depth = 0.0
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        async with admin.get(gw.admin_url + "/metrics") as response:
+                            for line in (await response.text()).splitlines():
+                                if line.startswith("llmgw_admission_queue_depth{"):
+                                    depth += float(line.rsplit(" ", 1)[1])
+                    samples.append(
+                        {
+                            "t": round(time.perf_counter() - t0, 2),
+                            "rss_kib": rss_kib(pid),
+                            "queue_depth": depth,
+                            "in_flight_clients": sum(1 for t in tasks if not t.done()),
+                        }
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 1.0)
+
+        sampling = asyncio.create_task(sampler())
+        next_at = 0.0
+        while True:
+            next_at += rng.expovariate(rate)
+            if next_at > seconds:
+                break
+            delay = next_at - (time.perf_counter() - t0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            band = rng.choices(BANDS, weights)[0]
+            tasks.append(asyncio.create_task(one(s, url, band, payload, t0)))
+        outcomes = await asyncio.gather(*tasks)
+        stop.set()
+        await sampling
+        samples.append({"t": round(time.perf_counter() - t0, 2), "gateway_cpu_s": cpu_seconds(pid) - cpu0})
+    return list(outcomes), samples
+
+
+async def admission_counters(gw: GatewayProcess) -> dict[str, float]:
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as admin,
+        admin.get(gw.admin_url + "/metrics") as response,
+    ):
+        text = await response.text()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("llmgw_admission_") and ("_total{" in line or "_wait_seconds" in line)
+    }
+
+
+def queue_waits(counters: dict[str, float]) -> dict[str, dict[str, float | None]]:
+    """From the gateway's llmgw_admission_wait_seconds: how long admitted requests of each
+    band waited in its queue (those admitted at once are not in it)."""
+    waits: dict[str, dict[str, float | None]] = {}
+    for band in BANDS:
+        label = f'band="{band}"'
+        count = counters.get(f"llmgw_admission_wait_seconds_count{{{label}}}", 0.0)
+        total = counters.get(f"llmgw_admission_wait_seconds_sum{{{label}}}", 0.0)
+        within = {
+            bound: counters.get(f'llmgw_admission_wait_seconds_bucket{{{label},le="{bound}"}}', 0.0)
+            for bound in ("0.01", "0.1", "1.0")
+        }
+        waits[band] = {
+            "waited": count,
+            "mean_ms": None if not count else round(total / count * 1000, 1),
+            **{f"within_{b}s": within[b] for b in within},
+        }
+    return waits
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile, q in 0..100."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, -(-int(q * len(ordered)) // 100) - 1) if q < 100 else len(ordered) - 1
+    return ordered[min(rank, len(ordered) - 1)]
+
+
+def slope_per_minute(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares growth per minute of (seconds, value) points."""
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    cov = sum((t - mean_t) * (v - mean_v) for t, v in points)
+    return 0.0 if var == 0 else cov / var * 60
+
+
+def by_band(outcomes: Sequence[Outcome], seconds: float) -> dict[str, dict[str, Any]]:
+    table: dict[str, dict[str, Any]] = {}
+    for band in BANDS:
+        mine = [o for o in outcomes if o.band == band]
+        ok = [o for o in mine if o.status == 200]
+        refused = [o for o in mine if o.status == 503]
+        ttfts = [o.ttft for o in ok if o.ttft is not None]
+        refusal_s = [o.total for o in refused]
+        codes: dict[str, int] = {}
+        for o in refused:
+            codes[o.code or "?"] = codes.get(o.code or "?", 0) + 1
+        table[band] = {
+            "offered": len(mine),
+            "offered_per_s": round(len(mine) / seconds, 2),
+            "ok_200": len(ok),
+            "refused_503": len(refused),
+            "refused_503_with_retry_after": sum(1 for o in refused if o.retry_after),
+            "refused_codes": codes,
+            "other_status": sum(1 for o in mine if o.status not in (0, 200, 503)),
+            "client_gave_up": sum(1 for o in mine if o.status == 0),
+            "ttft_p50_ms": ms(percentile(ttfts, 50)),
+            "ttft_p90_ms": ms(percentile(ttfts, 90)),
+            "ttft_p99_ms": ms(percentile(ttfts, 99)),
+            "ttft_max_ms": ms(max(ttfts) if ttfts else None),
+            "refusal_p50_ms": ms(percentile(refusal_s, 50)),
+            "refusal_p99_ms": ms(percentile(refusal_s, 99)),
+        }
+    return table
+
+
+def ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def memory(samples: Sequence[dict[str, float]], warmup_s: float) -> dict[str, Any]:
+    points = [(s["t"], s["rss_kib"] / 1024) for s in samples if "rss_kib" in s]
+    settled = [p for p in points if p[0] >= warmup_s] or points
+    depths = [s["queue_depth"] for s in samples if "queue_depth" in s]
+    clients = [s["in_flight_clients"] for s in samples if "in_flight_clients" in s]
+    return {
+        "rss_start_mib": round(points[0][1], 1),
+        "rss_min_mib": round(min(v for _, v in points), 1),
+        "rss_max_mib": round(max(v for _, v in points), 1),
+        "rss_end_mib": round(points[-1][1], 1),
+        "rss_slope_after_warmup_mib_per_min": round(slope_per_minute(settled), 3),
+        "warmup_s": warmup_s,
+        "queue_depth_max": max(depths, default=0),
+        "queue_depth_mean": round(sum(depths) / len(depths), 1) if depths else 0,
+        "client_requests_open_max": max(clients, default=0),
+    }
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    with started_sims(a) as sims:
+        with started_gateway(gateway_config(sims, a, admission=True)) as gw:
+            print("[overload] unloaded platinum TTFT…", flush=True)
+            base = await unloaded(gw, a.unloaded_requests, a)
+            ttfts = [o.ttft for o in base if o.ttft is not None]
+            result["unloaded"] = {
+                "requests": len(base),
+                "ok_200": sum(1 for o in base if o.status == 200),
+                "ttft_p50_ms": ms(percentile(ttfts, 50)),
+                "ttft_p99_ms": ms(percentile(ttfts, 99)),
+                "total_p50_ms": ms(percentile([o.total for o in base], 50)),
+            }
+            print(f"[overload] unloaded: {result['unloaded']}", flush=True)
+            rate = await capacity(gw, a.capacity_seconds, a)
+            result["capacity_req_per_s"] = round(rate, 2)
+            offered = a.factor * rate
+            result["offered_req_per_s"] = round(offered, 2)
+            print(f"[overload] capacity {rate:.2f} req/s; offering {offered:.2f} req/s", flush=True)
+            await quiet(sims)
+            outcomes, samples = await overload(gw, offered, a.duration, a, a.seed)
+            result["on"] = summary(outcomes, samples, a.duration, await admission_counters(gw))
+            print(f"[overload] admission on: {json.dumps(result['on']['bands'])}", flush=True)
+        if a.off_duration > 0:
+            await quiet(sims)
+            with started_gateway(gateway_config(sims, a, admission=False)) as off:
+                outcomes, samples = await overload(off, offered, a.off_duration, a, a.seed)
+                result["off"] = summary(outcomes, samples, a.off_duration, {})
+                print(f"[overload] admission off: {json.dumps(result['off']['bands'])}", flush=True)
+    return result
+
+
+async def quiet(sims: Sequence[SimEngineProcess], limit_s: float = 120.0) -> None:
+    """Waits (bounded) until no sim runs or queues anything left from a phase before."""
+    deadline = time.monotonic() + limit_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as admin:
+        while time.monotonic() < deadline:
+            busy = 0
+            for s in sims:
+                async with admin.get(s.admin_url + "/sim/state") as response:
+                    state = await response.json()
+                    busy += state["running"] + state["waiting"]
+            if not busy:
+                return
+            await asyncio.sleep(0.2)
+
+
+def summary(
+    outcomes: Sequence[Outcome],
+    samples: Sequence[dict[str, float]],
+    seconds: float,
+    counters: dict[str, float],
+) -> dict[str, Any]:
+    cpu = next((s["gateway_cpu_s"] for s in samples if "gateway_cpu_s" in s), None)
+    return {
+        "duration_s": seconds,
+        "requests": len(outcomes),
+        "bands": by_band(outcomes, seconds),
+        "memory": memory(samples, warmup_s=min(30.0, seconds / 3)),
+        "gateway_cpu_s": None if cpu is None else round(cpu, 2),
+        "gateway_counters": counters,
+        "rss_samples": [s for s in samples if "rss_kib" in s],
+    }
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def fmt(value: Any) -> str:
+    return "–" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def band_table(phase: dict[str, Any]) -> list[str]:
+    lines = [
+        "| band | offered (/s) | 200 | 503 (with Retry-After) | 503 codes | client gave up | "
+        "TTFT p50 / p99 ms | 503 answered in p50 / p99 ms |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for band, row in phase["bands"].items():
+        codes = ", ".join(f"{k} {v}" for k, v in sorted(row["refused_codes"].items())) or "–"
+        lines.append(
+            f"| {band} | {row['offered']} ({row['offered_per_s']}) | {row['ok_200']} | "
+            f"{row['refused_503']} ({row['refused_503_with_retry_after']}) | {codes} | "
+            f"{row['client_gave_up']} | "
+            f"{fmt(row['ttft_p50_ms'])} / {fmt(row['ttft_p99_ms'])} | "
+            f"{fmt(row['refusal_p50_ms'])} / {fmt(row['refusal_p99_ms'])} |"
+        )
+    return lines
+
+
+def report(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) -> str:
+    on = result["on"]
+    base_p99 = result["unloaded"]["ttft_p99_ms"]
+    plat_p99 = on["bands"]["platinum"]["ttft_p99_ms"]
+    ratio = None if not base_p99 or plat_p99 is None else round(plat_p99 / base_p99, 2)
+    bronze = on["bands"]["bronze"]
+    mem = on["memory"]
+    lines = [
+        f"# Admission under {a.factor:g}× overload ({meta['date']})",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        f"Machine: {meta['machine']} — **2 vCPUs shared with other engineers' work**; load average "
+        f"{meta['loadavg_start']:.1f} at the start and {meta['loadavg_end']:.1f} at the end. The gateway, "
+        f"{a.replicas} sims and the load generator all ran on those 2 cores, unpinned.",
+        "",
+        f"Set-up: {a.replicas} sim replicas (`{' '.join(sim_args(a))}`), `llmgw server` in front with "
+        f"`router.scoring.target_inflight: {a.max_seqs}` (saturation 1.0 = every sequence slot busy), "
+        f"`queue_ttl: {a.queue_ttl}s`, `queue_capacity_per_band: {a.per_band}`, "
+        f"`queue_capacity_total: {a.total}`, band ceilings "
+        f"{', '.join(f'{b} {a.ceilings[b]:g}' for b in BANDS)}. Streaming requests of ~100 prompt tokens and "
+        f"{a.max_tokens} output tokens. Open-loop Poisson arrivals (seed {a.seed}), bands drawn "
+        f"{', '.join(f'{b} {a.mix[b]:g}%' for b in BANDS)}; client timeout {a.client_timeout:g}s.",
+        "",
+        "## Headline",
+        "",
+        "| figure | value | target |",
+        "|---|---:|---|",
+        f"| unloaded platinum TTFT p99 (one request at a time, {result['unloaded']['requests']} requests) | "
+        f"{fmt(base_p99)} ms | |",
+        f"| platinum TTFT p99 under overload | {fmt(plat_p99)} ms (×{fmt(ratio)}) | ≤ ×1.25 |",
+        f"| capacity measured (closed loop, {a.replicas}×{a.max_seqs} streams) | "
+        f"{result['capacity_req_per_s']} req/s | |",
+        f"| offered | {result['offered_req_per_s']} req/s for {a.duration:g}s | {a.factor:g}× capacity |",
+        f"| bronze: 503 with Retry-After / offered | {bronze['refused_503_with_retry_after']} / "
+        f"{bronze['offered']}; client gave up: {bronze['client_gave_up']} | shed, not left to time out |",
+        f"| gateway RSS min / max / end | {mem['rss_min_mib']} / {mem['rss_max_mib']} / "
+        f"{mem['rss_end_mib']} MiB | flat |",
+        f"| gateway RSS slope after {mem['warmup_s']:g}s | "
+        f"{mem['rss_slope_after_warmup_mib_per_min']} MiB/min | ≈ 0 |",
+        f"| admission queue depth max / mean (all bands) | {mem['queue_depth_max']:g} / "
+        f"{mem['queue_depth_mean']:g} | ≤ {a.total} |",
+        f"| gateway CPU over the phase | {fmt(on['gateway_cpu_s'])} s | |",
+        "",
+        "## Admission on, per band",
+        "",
+        *band_table(on),
+        "",
+    ]
+    if "off" in result:
+        off = result["off"]
+        offm = off["memory"]
+        lines += [
+            f"## Admission off, same offered load, {a.off_duration:g}s (side by side)",
+            "",
+            *band_table(off),
+            "",
+            f"Gateway RSS {offm['rss_min_mib']} → {offm['rss_max_mib']} MiB "
+            f"(slope {offm['rss_slope_after_warmup_mib_per_min']} MiB/min), "
+            "client requests open at once up to "
+            f"{offm['client_requests_open_max']:g} (admission on: {mem['client_requests_open_max']:g}).",
+            "",
+        ]
+    lines += [
+        "## Time in the admission queue, admission on (the gateway's llmgw_admission_wait_seconds)",
+        "",
+        "Requests admitted on arrival (nothing queued, saturation under the band's ceiling) are not",
+        "in it; under overload something is always queued, so every request goes through the queue.",
+        "",
+        "| band | admitted from the queue | mean wait ms | within 10 ms | within 100 ms | within 1 s |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {band} | {w['waited']:g} | {fmt(w['mean_ms'])} | {w['within_0.01s']:g} | "
+            f"{w['within_0.1s']:g} | {w['within_1.0s']:g} |"
+            for band, w in queue_waits(on["gateway_counters"]).items()
+        ),
+        "",
+        "## Gateway counters at the end (admission on)",
+        "",
+        "```",
+        *(f"{k} {v:g}" for k, v in sorted(on["gateway_counters"].items()) if "_total{" in k),
+        "```",
+        "",
+        "## RSS and queue depth, admission on (every 10th one-second sample)",
+        "",
+        "| t (s) | RSS (MiB) | queue depth | client requests open |",
+        "|---:|---:|---:|---:|",
+        *(
+            f"| {s['t']:g} | {s['rss_kib'] / 1024:.1f} | {s['queue_depth']:g} | {s['in_flight_clients']:g} |"
+            for s in on["rss_samples"][::10]
+        ),
+        "",
+        "Every one-second sample is in the .json beside this file.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="30 s on, 20 s off, fewer unloaded requests")
+    p.add_argument(
+        "--duration", type=float, default=None, help="seconds of overload, admission on (300; --quick 30)"
+    )
+    p.add_argument(
+        "--off-duration", type=float, default=None, help="seconds of it with admission off; 0: none"
+    )
+    p.add_argument("--factor", type=float, default=4.0, help="offered load over measured capacity")
+    p.add_argument("--mix", default="platinum=10,gold=30,silver=30,bronze=30", help="percent per band")
+    p.add_argument(
+        "--ceilings",
+        default=",".join(f"{b}={c:g}" for b, (_, c) in SEED_BANDS.items()),
+        help="saturation ceiling per band (the seed's by default)",
+    )
+    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--max-seqs", type=int, default=8)
+    p.add_argument("--decode-ms", type=float, default=20.0)
+    p.add_argument("--decode-ms-per-seq", type=float, default=0.25)
+    p.add_argument("--prefill-ms-per-token", type=float, default=0.2)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--queue-ttl", type=float, default=5.0, help="router.admission.queue_ttl, seconds")
+    p.add_argument("--per-band", type=int, default=64, help="router.admission.queue_capacity_per_band")
+    p.add_argument("--total", type=int, default=128, help="router.admission.queue_capacity_total")
+    p.add_argument("--unloaded-requests", type=int, default=None)
+    p.add_argument("--capacity-seconds", type=float, default=None)
+    p.add_argument("--client-timeout", type=float, default=60.0)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", type=Path, default=None, help="report path without suffix")
+    a = p.parse_args(argv)
+    # --quick changes the defaults only: a value given on the command line stands.
+    defaults = (30.0, 20.0, 60, 8.0) if a.quick else (300.0, 60.0, 200, 15.0)
+    for name, default in zip(
+        ("duration", "off_duration", "unloaded_requests", "capacity_seconds"), defaults, strict=True
+    ):
+        if getattr(a, name) is None:
+            setattr(a, name, default)
+    mix = dict(part.split("=") for part in a.mix.split(","))
+    if set(mix) != set(BANDS):
+        p.error(f"--mix: give a percentage for each of {', '.join(BANDS)}")
+    a.mix = {b: float(mix[b]) for b in BANDS}
+    ceilings = dict(part.split("=") for part in a.ceilings.split(","))
+    if set(ceilings) != set(BANDS):
+        p.error(f"--ceilings: give a ceiling for each of {', '.join(BANDS)}")
+    a.ceilings = {b: float(ceilings[b]) for b in BANDS}
+    if not (1 <= a.duration <= 3600 and 0 <= a.off_duration <= 3600 and 1 <= a.replicas <= 16):
+        p.error("--duration 1..3600 s, --off-duration 0..3600 s and --replicas 1..16 keep a run bounded")
+    if a.out is None:
+        a.out = ROOT / "bench" / "results" / ("admission-overload-quick" if a.quick else "admission-overload")
+    return a
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse_args(argv)
+    started = dt.datetime.now().astimezone()
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    meta: dict[str, Any] = {
+        "date": started.strftime("%Y-%m-%d %H:%M %Z"),
+        "command": ".venv/bin/python bench/admission/overload.py " + " ".join(argv),
+        "machine": f"{os.cpu_count()} vCPU {cpu}, Python {platform.python_version()}",
+        "loadavg_start": os.getloadavg()[0],
+    }
+    result = asyncio.run(run(a))
+    meta["loadavg_end"] = os.getloadavg()[0]
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
+    a.out.with_suffix(".json").write_text(
+        json.dumps({"meta": meta, "settings": settings, **result}, indent=1)
+    )
+    a.out.with_suffix(".md").write_text(report(a, result, meta))
+    print(f"wrote {a.out.with_suffix('.md')} and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Limits and budgets at the seam, on a real store: every scope and the precedence
+between them, the 429s and their headers, and two gateways holding a limit together."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from auth_store_helpers import Clock, make_key, make_tree, opened, started_gate
+
+from llmgw.auth import UsageEvent
+from llmgw.auth.gate import AuthGate
+from llmgw.auth.principal import Principal
+from llmgw.errors import InsufficientQuota, RateLimitExceeded
+
+NOW = 1_800_000_010.0  # ten seconds into a minute
+
+
+def admitted(gate: AuthGate, principal: Principal, attempts: int, now: float, tokens: int = 0) -> int:
+    count = 0
+    for _ in range(attempts):
+        try:
+            gate.admit(principal, "m1", tokens, now)
+        except RateLimitExceeded:
+            continue
+        count += 1
+    return count
+
+
+LIMIT_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], int, str]] = [
+    # name, tree fields, key fields, auth settings, expected rpm, counter scope
+    ("org", {"org": {"rpm": 7}}, {}, {}, 7, "org:o"),
+    ("team over org", {"org": {"rpm": 7}, "team": {"rpm": 12}}, {}, {}, 12, "team:t"),
+    ("project over team", {"team": {"rpm": 12}, "project": {"rpm": 4}}, {}, {}, 4, "project:p"),
+    ("key over project", {"project": {"rpm": 4}}, {"rpm": 9}, {}, 9, "key:"),
+    ("default", {}, {}, {"default_rpm": 6}, 6, "key:"),
+    ("explicit beats default", {"org": {"rpm": 11}}, {}, {"default_rpm": 6}, 11, "org:o"),
+    ("person", {"user": {"rpm": 5}}, {"user_id": "u"}, {"personal": {"rpm": 8}}, 5, "user:u"),
+    ("personal settings", {}, {"user_id": "u"}, {"personal": {"rpm": 8}}, 8, "user:u"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tree", "key_fields", "auth", "limit", "scope"),
+    [case[1:] for case in LIMIT_CASES],
+    ids=[case[0] for case in LIMIT_CASES],
+)
+def test_each_scope_and_its_precedence(
+    store_location: str,
+    tree: dict[str, Any],
+    key_fields: dict[str, Any],
+    auth: dict[str, Any],
+    limit: int,
+    scope: str,
+) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, **tree)
+            key = await make_key(store, NOW, **key_fields)
+        async with started_gate(store_location, Clock(NOW), **auth) as gate:
+            principal = await gate.authenticate(f"Bearer {key}", NOW)
+            assert principal.rpm is not None
+            assert principal.rpm.scope.startswith(scope)
+            assert admitted(gate, principal, limit + 5, NOW) == limit
+            with pytest.raises(RateLimitExceeded) as refused:
+                gate.admit(principal, "m1", 0, NOW)
+            error = refused.value
+            assert (error.status, error.code, error.error_type) == (
+                429,
+                "rate_limit_exceeded",
+                "rate_limit_error",
+            )
+            assert error.retry_after is not None
+            assert 0 < error.retry_after <= 120
+            headers = dict(error.headers)
+            assert headers["x-ratelimit-limit-requests"] == str(limit)
+            assert headers["x-ratelimit-remaining-requests"] == "0"
+            assert headers["x-ratelimit-reset-requests"].endswith("s")
+
+    asyncio.run(scenario())
+
+
+def test_a_pool_is_shared_by_the_keys_under_it_and_a_key_limit_is_its_own(store_location: str) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, project={"rpm": 10})
+            first, second = await make_key(store, NOW), await make_key(store, NOW)
+            own = await make_key(store, NOW, rpm=3)
+        async with started_gate(store_location, Clock(NOW)) as gate:
+            a, b, c = [await gate.authenticate(f"Bearer {k}", NOW) for k in (first, second, own)]
+            assert admitted(gate, a, 6, NOW) + admitted(gate, b, 6, NOW) == 10
+            assert admitted(gate, c, 6, NOW) == 3
+
+    asyncio.run(scenario())
+
+
+def test_tokens_a_minute_counts_estimates_then_real_usage(store_location: str) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, team={"tpm": 1000})
+            key = await make_key(store, NOW)
+        async with started_gate(store_location, Clock(NOW)) as gate:
+            p = await gate.authenticate(f"Bearer {key}", NOW)
+            admission = gate.admit(p, "m1", 600, NOW)
+            assert admission.counted_tokens == 600
+            assert dict(admission.headers)["x-ratelimit-remaining-tokens"] == "400"
+            with pytest.raises(RateLimitExceeded) as refused:
+                gate.admit(p, "m1", 600, NOW)
+            assert dict(refused.value.headers)["x-ratelimit-limit-tokens"] == "1000"
+            gate.record(_event(p, prompt=50, completion=50, counted=600))
+            assert gate.admit(p, "m1", 600, NOW).counted_tokens == 600
+
+    asyncio.run(scenario())
+
+
+def _event(principal: Principal, *, prompt: int = 1000, completion: int = 0, counted: int = 0) -> UsageEvent:
+    return UsageEvent(
+        request_id="r",
+        model="m1",
+        replica="r1",
+        status=200,
+        stream=False,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        queue_s=0.0,
+        duration_s=0.5,
+        ttft_s=0.1,
+        finished_at=NOW,
+        principal=principal,
+        counted_tokens=counted,
+    )
+
+
+BUDGET_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str]] = [
+    ("project", {"project": {"budget_micros": 3000, "budget_period": "day"}}, {}, {}, "project:p"),
+    ("team", {"team": {"budget_micros": 3000}}, {}, {}, "team:t"),
+    ("org", {"org": {"budget_micros": 3000}}, {}, {}, "org:o"),
+    ("person", {"user": {"budget_micros": 3000}}, {"user_id": "u"}, {"personal": {"budget": 100}}, "user:u"),
+    ("personal settings", {}, {"user_id": "u"}, {"personal": {"budget": 0.003, "period": "day"}}, "user:u"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tree", "key_fields", "auth", "scope"), [c[1:] for c in BUDGET_CASES], ids=[c[0] for c in BUDGET_CASES]
+)
+def test_a_spent_budget_at_each_scope_is_insufficient_quota(
+    store_location: str, tree: dict[str, Any], key_fields: dict[str, Any], auth: dict[str, Any], scope: str
+) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, **tree)
+            key = await make_key(store, NOW, **key_fields)
+        pricing = {"pricing": {"m1": {"prompt_per_1k": 1000}}}  # 1000 micro-units per request below
+        async with started_gate(store_location, Clock(NOW), **pricing, **auth) as gate:
+            p = await gate.authenticate(f"Bearer {key}", NOW)
+            for _ in range(3):
+                gate.admit(p, "m1", 0, NOW)
+                gate.record(_event(p))
+            await gate.writer.settle(10)
+            with pytest.raises(InsufficientQuota) as refused:
+                gate.admit(p, "m1", 0, NOW)
+            error = refused.value
+            assert (error.status, error.code, error.error_type) == (
+                429,
+                "insufficient_quota",
+                "insufficient_quota",
+            )
+            assert scope in error.message
+            assert error.retry_after is not None
+        # Another gateway learns the spend from the store.
+        async with started_gate(store_location, Clock(NOW), **pricing, **auth) as other:
+            p = await other.authenticate(f"Bearer {key}", NOW)
+            with pytest.raises(InsufficientQuota):
+                other.admit(p, "m1", 0, NOW)
+
+    asyncio.run(scenario())
+
+
+def test_no_request_is_refused_by_a_budget_nobody_set(store_location: str) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store)
+            key = await make_key(store, NOW)
+        async with started_gate(store_location, Clock(NOW), pricing={"m1": {"prompt_per_1k": 10**9}}) as gate:
+            p = await gate.authenticate(f"Bearer {key}", NOW)
+            for _ in range(50):
+                gate.admit(p, "m1", 0, NOW)
+                gate.record(_event(p))
+            await gate.writer.settle(10)
+            gate.admit(p, "m1", 0, NOW)
+
+    asyncio.run(scenario())
+
+
+def test_two_gateways_on_one_store_hold_a_limit_together(store_location: str) -> None:
+    limit = 60
+
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, project={"rpm": limit})
+            key = await make_key(store, NOW)
+        clock = Clock(NOW)
+        async with (
+            started_gate(store_location, clock, sync_interval=0.02) as a,
+            started_gate(store_location, clock, sync_interval=0.02) as b,
+        ):
+            for _ in range(100):  # until each has heard of the other
+                if a.counters.gateways == 2 and b.counters.gateways == 2:
+                    break
+                await asyncio.sleep(0.02)
+            pa = await a.authenticate(f"Bearer {key}", NOW)
+            pb = await b.authenticate(f"Bearer {key}", NOW)
+            total = 0
+            for _ in range(60):  # 60 rounds of 10 attempts on each, with exchanges between
+                total += admitted(a, pa, 10, NOW) + admitted(b, pb, 10, NOW)
+                await asyncio.sleep(0.03)
+            assert limit - 2 <= total <= limit + 1
+
+    asyncio.run(scenario())

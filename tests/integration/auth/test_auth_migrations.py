@@ -1,0 +1,137 @@
+"""Schema migrations: a store made at every earlier version, with data in it, upgrades
+in place to the newest with its data intact, on SQLite and on PostgreSQL; and the
+newest migration builds exactly the tables the code queries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from llmgw.store import Scope, Store, migrate, schema
+from llmgw.store.engine import create_engine
+
+T = 1_800_000_123.0  # a time inside a five-minute bucket that starts at 1_800_000_000
+
+
+async def seed_0001(conn: AsyncConnection) -> None:
+    """Rows as a 0001 store held them: a tree, a key, usage records, spend."""
+    scope = "rpm, tpm, budget_micros, budget_period, allowed_models, band, created_at, updated_at"
+    await conn.execute(
+        sa.text(f"INSERT INTO orgs (id, {scope}) VALUES ('o', 10, NULL, 5000, 'day', NULL, NULL, 1, 1)")
+    )
+    await conn.execute(
+        sa.text(
+            f"INSERT INTO teams (id, org_id, {scope}) "
+            "VALUES ('t', 'o', NULL, NULL, NULL, NULL, NULL, NULL, 1, 1)"
+        )
+    )
+    await conn.execute(
+        sa.text(
+            f"INSERT INTO projects (id, team_id, {scope}) "
+            """VALUES ('p', 't', NULL, 99, NULL, NULL, '["m1"]', 'silver', 1, 1)"""
+        )
+    )
+    await conn.execute(
+        sa.text(
+            "INSERT INTO api_keys (id, hash, name, project_id, created_at, updated_at) "
+            "VALUES ('abcd1234', 'h', 'ci', 'p', 1, 1)"
+        )
+    )
+    for i, status in enumerate((200, 200, 500)):
+        await conn.execute(
+            sa.text(
+                "INSERT INTO usage_records (ts, request_id, key_id, project_id, team_id, org_id, model, "
+                "replica, status, stream, prompt_tokens, completion_tokens, cost_micros, queue_s, "
+                "duration_s) "
+                "VALUES (:ts, :rid, 'abcd1234', 'p', 't', 'o', 'm1', 'r1', :status, false, 10, 5, 7, 0, 1)"
+            ),
+            {"ts": T + i, "rid": f"req-{i}", "status": status},
+        )
+    await conn.execute(
+        sa.text(
+            "INSERT INTO spend (scope, period, period_start, cost_micros) VALUES ('project:p', 'day', 0, 21)"
+        )
+    )
+
+
+SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {"0001": seed_0001}
+
+
+def test_every_earlier_version_has_seed_data() -> None:
+    assert migrate.revisions()[:-1] == list(SEEDS), "write a seed for each schema version before the newest"
+
+
+def _schema_differences(connection: sa.Connection) -> list[object]:
+    return list(compare_metadata(MigrationContext.configure(connection), schema.metadata))
+
+
+@pytest.mark.parametrize("version", list(SEEDS))
+def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: str, version: str) -> None:
+    store_location = blank_store_location
+
+    async def scenario() -> None:
+        engine = create_engine(store_location)
+        try:
+            await migrate.upgrade(engine, version)
+            assert await migrate.current_revision(engine) == version
+            async with engine.begin() as conn:
+                await SEEDS[version](conn)
+        finally:
+            await engine.dispose()
+        store = await Store.open(store_location)  # upgrades in place
+        try:
+            assert await migrate.current_revision(store.engine) == migrate.head()
+            async with store.engine.connect() as conn:
+                assert await conn.run_sync(_schema_differences) == []
+            org = await store.tenancy.get("org", "o")
+            assert (org.rpm, org.budget_micros, org.budget_period, org.max_key_ttl_s) == (
+                10,
+                5000,
+                "day",
+                None,
+            )
+            project = await store.tenancy.get("project", "p")
+            assert (project.parent, project.tpm, project.allowed_models, project.band) == (
+                "t",
+                99,
+                ("m1",),
+                "silver",
+            )
+            key = await store.keys.get("abcd1234")
+            assert (key.hash, key.project_id, key.revoked_at) == ("h", "p", None)
+            assert await store.usage.count_records() == 3
+            # The five-minute sums were filled from the records already there.
+            [total] = await store.usage.totals("project", since=T - 600)
+            assert (total.group, total.requests, total.errors, total.prompt_tokens, total.cost_micros) == (
+                "p",
+                3,
+                1,
+                30,
+                21,
+            )
+            assert await store.usage.spend_totals({"day": 0}) == {("project:p", "day", 0): 21}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_opening_twice_changes_nothing(blank_store_location: str) -> None:
+    async def scenario() -> None:
+        for _ in range(2):
+            store = await Store.open(blank_store_location)
+            try:
+                if not await store.tenancy.find("org"):
+                    await store.tenancy.create(Scope("org", "kept", created_at=1, updated_at=1))
+                assert [s.id for s in await store.tenancy.find("org")] == ["kept"]
+                assert await migrate.current_revision(store.engine) == migrate.head()
+            finally:
+                await store.close()
+
+    asyncio.run(scenario())
