@@ -83,7 +83,7 @@ class FlowCounts:
     queued: dict[tuple[str, str], int] = field(default_factory=dict)
     expired: dict[tuple[str, str], int] = field(default_factory=dict)
     shed: dict[tuple[str, str], int] = field(default_factory=dict)
-    waited: dict[str, Histogram] = field(default_factory=dict)
+    waited: dict[tuple[str, str], Histogram] = field(default_factory=dict)
 
     def add(self, table: dict[tuple[str, str], int], model: str, band: str) -> None:
         table[(model, band)] = table.get((model, band), 0) + 1
@@ -232,9 +232,9 @@ class FlowControl:
             elif waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
                 flow.pending = max(0, flow.pending - 1)
             raise
-        waited = self.counts.waited.get(band.name)
+        waited = self.counts.waited.get((model, band.name))
         if waited is None:
-            waited = self.counts.waited[band.name] = Histogram()
+            waited = self.counts.waited[(model, band.name)] = Histogram()
         waited.observe(self._clock() - waiter.since)
 
     def _refusal(self, model: str, band: BandRule, why: str) -> NoCapacity:
@@ -245,20 +245,25 @@ class FlowControl:
         )
 
     def _shed_newest(self, band_name: str) -> None:
-        """Turns away the newest waiter of `band_name` across models."""
-        newest: tuple[str, Waiter] | None = None
-        for model, flow in self._models.items():
-            queue = flow.queues.get(band_name)
-            if queue and (newest is None or queue[-1].since >= newest[1].since):
-                newest = (model, queue[-1])
-        if newest is None:
+        """Turns away the newest waiter of `band_name` across models. A waiter whose
+        client left in this same turn is dropped on the way (it has left already)."""
+        while True:
+            newest: tuple[str, Waiter] | None = None
+            for model, flow in self._models.items():
+                queue = flow.queues.get(band_name)
+                if queue and (newest is None or queue[-1].since >= newest[1].since):
+                    newest = (model, queue[-1])
+            if newest is None:
+                return
+            model, waiter = newest
+            self._models[model].queues[band_name].pop()
+            if waiter.future.done():
+                continue
+            self.counts.add(self.counts.shed, model, band_name)
+            waiter.future.set_exception(
+                self._refusal(model, waiter.band, "a request of a higher band needed its place in the queue")
+            )
             return
-        model, waiter = newest
-        self._models[model].queues[band_name].pop()
-        self.counts.add(self.counts.shed, model, band_name)
-        waiter.future.set_exception(
-            self._refusal(model, waiter.band, "a request of a higher band needed its place in the queue")
-        )
 
     def release(self) -> int:
         """Lets waiting requests go where their band allows, expires those past
@@ -270,8 +275,10 @@ class FlowControl:
                 continue
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
-                while queue and now - queue[0].since >= self.rules.queue_ttl:
+                while queue and (queue[0].future.done() or now - queue[0].since >= self.rules.queue_ttl):
                     waiter = queue.popleft()
+                    if waiter.future.done():
+                        continue  # its client left in this same turn
                     self.counts.add(self.counts.expired, model, band.name)
                     waiter.future.set_exception(
                         NoCapacity(
@@ -285,6 +292,8 @@ class FlowControl:
                 queue = flow.queues.get(band.name)
                 while queue and may_admit(band, self._level(model, flow), self._held_back(model, band)):
                     waiter = queue.popleft()
+                    if waiter.future.done():
+                        continue  # its client left in this same turn
                     flow.pending += 1
                     self.counts.add(self.counts.admitted, model, band.name)
                     waiter.future.set_result(None)

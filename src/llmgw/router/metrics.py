@@ -255,10 +255,12 @@ class FlowCollector(Collector):
         ):
             yield _counter(name, doc, ["model", "band"], table.items())
         waits = HistogramMetricFamily(
-            "llmgw_admission_wait_seconds", "Time admitted requests waited in a queue.", labels=["band"]
+            "llmgw_admission_wait_seconds",
+            "Time admitted requests waited in a queue.",
+            labels=["model", "band"],
         )
-        for band, histogram in counts.waited.items():
-            waits.add_metric([band], histogram.cumulative(), histogram.total)
+        for (model, band), histogram in counts.waited.items():
+            waits.add_metric([model, band], histogram.cumulative(), histogram.total)
         yield waits
 
     def describe(self) -> Iterator[Metric]:

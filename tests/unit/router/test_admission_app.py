@@ -219,7 +219,7 @@ def test_a_saturated_model_queues_the_request_and_serves_it_when_capacity_frees(
         assert r.replica_sent == 1
         flow = dict(r.gateway.flow.models())["m"]
         assert flow.pending == 0  # dispatched: the replica's in-flight count took over
-        assert r.gateway.flow.counts.waited["gold"].total == pytest.approx(0.3)
+        assert r.gateway.flow.counts.waited[("m", "gold")].total == pytest.approx(0.3)
         r.gateway.close()
 
     run(test)

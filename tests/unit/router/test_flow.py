@@ -276,7 +276,7 @@ def test_a_waiting_request_is_released_when_capacity_frees() -> None:
         assert r.flow.queued("m") == {"gold": 0}
         assert r.pending() == 1
         assert r.flow.counts.admitted == {("m", "gold"): 1}
-        waited = r.flow.counts.waited["gold"]
+        waited = r.flow.counts.waited[("m", "gold")]
         assert waited.count == 1
         assert waited.total == pytest.approx(0.25)
 
@@ -595,15 +595,6 @@ def test_a_request_shed_then_cancelled_does_not_touch_pending() -> None:
     run(test)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=asyncio.InvalidStateError,
-    reason=(
-        "BUG: release() calls set_result on the future of a waiter whose task was cancelled "
-        "(client left) but has not resumed yet; InvalidStateError escapes release(), kills "
-        "FlowControl.run(), and the pending count it had already raised is never given back"
-    ),
-)
 def test_release_in_the_same_turn_as_a_cancellation_skips_the_leaver() -> None:
     async def test() -> None:
         r = rig()
@@ -623,15 +614,6 @@ def test_release_in_the_same_turn_as_a_cancellation_skips_the_leaver() -> None:
     run(test)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "BUG: release() raises the model's pending count before set_result fails on a waiter "
-        "that just left; the count is never given back, so the model stays that much more "
-        "saturated for the life of the process"
-    ),
-)
 def test_a_leaver_skipped_by_release_leaves_no_pending_behind() -> None:
     async def test() -> None:
         r = rig()
@@ -648,14 +630,6 @@ def test_a_leaver_skipped_by_release_leaves_no_pending_behind() -> None:
     run(test)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=asyncio.InvalidStateError,
-    reason=(
-        "BUG: expiry in release() calls set_exception on the cancelled future of a waiter "
-        "whose client left in the same loop turn: InvalidStateError escapes release()"
-    ),
-)
 def test_expiry_in_the_same_turn_as_a_cancellation_does_not_raise() -> None:
     async def test() -> None:
         r = rig(queue_ttl=1.0)
@@ -672,15 +646,6 @@ def test_expiry_in_the_same_turn_as_a_cancellation_does_not_raise() -> None:
     run(test)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=asyncio.InvalidStateError,
-    reason=(
-        "BUG: _shed_newest calls set_exception on the cancelled future of a waiter whose "
-        "client left in the same loop turn: the newcomer's wait() raises InvalidStateError "
-        "(a 500, not an ApiError) instead of queueing"
-    ),
-)
 def test_shedding_a_waiter_that_just_left_still_queues_the_newcomer() -> None:
     async def test() -> None:
         r = rig(per_band=5, total=1)
