@@ -280,6 +280,32 @@ def end_to_end(a: argparse.Namespace, *, swapped: bool) -> dict[str, Any]:
 # --- report -----------------------------------------------------------------------------------------
 
 
+def summary(result: dict[str, Any]) -> list[str]:
+    """The figures against the issue's target, first."""
+    c_on, c_off = result["calls"]["on"], result["calls"]["off"]
+    path = {m: result["request_path"][m]["variants"]["on"] for m in ("nonstream", "stream")}
+    lines = [
+        "## Summary",
+        "",
+        "| measurement | admission on − off, per request | target |",
+        "|---|---:|---|",
+        f"| the admission calls alone (CPU) | {(c_on[0] - c_off[0]) / 1000:.1f} µs | < 50 µs |",
+        f"| request path in process, non-streaming (CPU, median of rounds) | "
+        f"{path['nonstream']['minus_off_cpu_us_median']} µs | < 50 µs |",
+        f"| request path in process, streaming (CPU, median of rounds) | "
+        f"{path['stream']['minus_off_cpu_us_median']} µs | < 50 µs |",
+    ]
+    for part in result.get("end_to_end", []):
+        for mode, rows in part["modes"].items():
+            spread = [v for label in ("on", "off") for v in rows[label]["cpu_us_per_req"]]
+            lines.append(
+                f"| end to end, {mode}, admission {part['first_slot']} in the first slot (gateway CPU, "
+                f"medians) | {rows['on_minus_off_cpu_us']} µs "
+                f"(runs range {min(spread):.0f}–{max(spread):.0f} µs) | < 50 µs |"
+            )
+    return [*lines, ""]
+
+
 def write(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) -> Path:
     out = a.out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -290,6 +316,7 @@ def write(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) -
         "",
         f"Command: `{meta['command']}`",
         "",
+        *summary(result),
         f"Machine: {meta['machine']} — **2 vCPUs shared with other engineers' work**; load average "
         f"{meta['loadavg_start']:.1f} at the start, {meta['loadavg_end']:.1f} at the end. Figures are this "
         "process's CPU time per request (time.process_time), which other processes' work does not "

@@ -18,7 +18,8 @@ Phases, each against the same sim replicas:
     .venv/bin/python bench/admission/overload.py            # the recorded run: 5 min + 1 min off
     .venv/bin/python bench/admission/overload.py --quick    # 30 s + 20 s off, for a check
 
-Writes bench/results/admission-overload.md and .json (`--quick`: admission-overload-quick).
+Writes bench/results/admission-overload.md and .json (`--quick`: admission-overload-quick);
+`--render FILE.json…` writes the .md of earlier runs again, measuring nothing.
 Only 127.0.0.1 is used; the sims and gateways started are stopped by PID at the end;
 every request has a client-side timeout, so every phase is bounded.
 """
@@ -66,6 +67,10 @@ class Outcome:
     retry_after: str | None = None
     code: str | None = None
     error: str | None = None
+    # For a 200: which replica answered and the answer's id, to find it in the sim's own
+    # record of the request (`/sim/requests`).
+    replica: str | None = None
+    answer_id: str | None = None
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -183,12 +188,30 @@ async def one(session: aiohttp.ClientSession, url: str, band: str, payload: byte
                     code,
                 )
             ttft = None
+            answer_id = None
             async for chunk in response.content.iter_any():
                 if ttft is None and b"data:" in chunk:
                     ttft = time.perf_counter() - started
-            return Outcome(band, sent_at, 200, ttft, time.perf_counter() - started)
+                    answer_id = _answer_id(chunk)
+            return Outcome(
+                band,
+                sent_at,
+                200,
+                ttft,
+                time.perf_counter() - started,
+                replica=response.headers.get("x-llmgw-replica"),
+                answer_id=answer_id,
+            )
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Outcome(band, sent_at, 0, None, time.perf_counter() - started, error=type(exc).__name__)
+
+
+def _answer_id(chunk: bytes) -> str | None:
+    start = chunk.find(b'"id":"')
+    if start < 0:
+        return None
+    end = chunk.find(b'"', start + 6)
+    return chunk[start + 6 : end].decode() if end > 0 else None
 
 
 def session(timeout_s: float) -> aiohttp.ClientSession:
@@ -283,6 +306,42 @@ async def overload(
     return list(outcomes), samples
 
 
+async def engine_side(
+    sims: Sequence[SimEngineProcess], outcomes: Sequence[Outcome]
+) -> dict[str, dict[str, float | None]]:
+    """Splits each answered request's TTFT into the sim's part (from its arrival at the sim
+    to the sim writing the first token) and the rest (admission's queue, the gateway, the
+    network, the client), by finding it in the sim's record of its last requests."""
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as admin:
+        for i, s in enumerate(sims):
+            async with admin.get(s.admin_url + "/sim/requests", params={"limit": "10000"}) as response:
+                for job in (await response.json())["requests"]:
+                    jobs[(f"sim-{i}", job["id"])] = job
+    table: dict[str, dict[str, float | None]] = {}
+    for band in BANDS:
+        engine: list[float] = []
+        slot_wait: list[float] = []
+        rest: list[float] = []
+        for o in outcomes:
+            job = jobs.get((o.replica or "", o.answer_id or ""))
+            if o.band != band or o.ttft is None or job is None or job.get("first_write_at") is None:
+                continue
+            engine_s = job["first_write_at"] - job["arrived_at"]
+            engine.append(engine_s)
+            slot_wait.append(job["queue_s"] or 0.0)
+            rest.append(o.ttft - engine_s)
+        table[band] = {
+            "matched": len(engine),
+            "engine_ttft_p50_ms": ms(percentile(engine, 50)),
+            "engine_ttft_p99_ms": ms(percentile(engine, 99)),
+            "engine_slot_wait_p99_ms": ms(percentile(slot_wait, 99)),
+            "rest_p50_ms": ms(percentile(rest, 50)),
+            "rest_p99_ms": ms(percentile(rest, 99)),
+        }
+    return table
+
+
 async def admission_counters(gw: GatewayProcess) -> dict[str, float]:
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as admin,
@@ -296,24 +355,40 @@ async def admission_counters(gw: GatewayProcess) -> dict[str, float]:
     }
 
 
+def _labels(key: str) -> tuple[str, dict[str, str]]:
+    """A sample's name and labels, from `name{a="x",b="y"}`."""
+    name, _, rest = key.partition("{")
+    pairs = (part.split("=", 1) for part in rest.rstrip("}").split(",") if "=" in part)
+    return name, {k: v.strip('"') for k, v in pairs}
+
+
 def queue_waits(counters: dict[str, float]) -> dict[str, dict[str, float | None]]:
     """From the gateway's llmgw_admission_wait_seconds: how long admitted requests of each
-    band waited in its queue (those admitted at once are not in it)."""
-    waits: dict[str, dict[str, float | None]] = {}
-    for band in BANDS:
-        label = f'band="{band}"'
-        count = counters.get(f"llmgw_admission_wait_seconds_count{{{label}}}", 0.0)
-        total = counters.get(f"llmgw_admission_wait_seconds_sum{{{label}}}", 0.0)
-        within = {
-            bound: counters.get(f'llmgw_admission_wait_seconds_bucket{{{label},le="{bound}"}}', 0.0)
-            for bound in ("0.01", "0.1", "1.0")
+    band waited in its queue (those admitted at once are not in it), over all models."""
+    waits: dict[str, dict[str, float]] = {
+        band: {"count": 0.0, "sum": 0.0, "0.01": 0.0, "0.1": 0.0, "1.0": 0.0} for band in BANDS
+    }
+    for key, value in counters.items():
+        name, labels = _labels(key)
+        row = waits.get(labels.get("band", ""))
+        if row is None or not name.startswith("llmgw_admission_wait_seconds"):
+            continue
+        if name.endswith("_count"):
+            row["count"] += value
+        elif name.endswith("_sum"):
+            row["sum"] += value
+        elif name.endswith("_bucket") and labels.get("le") in row:
+            row[labels["le"]] += value
+    return {
+        band: {
+            "waited": row["count"],
+            "mean_ms": None if not row["count"] else round(row["sum"] / row["count"] * 1000, 1),
+            "within_0.01s": row["0.01"],
+            "within_0.1s": row["0.1"],
+            "within_1.0s": row["1.0"],
         }
-        waits[band] = {
-            "waited": count,
-            "mean_ms": None if not count else round(total / count * 1000, 1),
-            **{f"within_{b}s": within[b] for b in within},
-        }
-    return waits
+        for band, row in waits.items()
+    }
 
 
 # --- figures -------------------------------------------------------------------------------------
@@ -418,6 +493,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             await quiet(sims)
             outcomes, samples = await overload(gw, offered, a.duration, a, a.seed)
             result["on"] = summary(outcomes, samples, a.duration, await admission_counters(gw))
+            result["on"]["ttft_split"] = await engine_side(sims, outcomes)
             print(f"[overload] admission on: {json.dumps(result['on']['bands'])}", flush=True)
         if a.off_duration > 0:
             await quiet(sims)
@@ -550,6 +626,23 @@ def report(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) 
             "",
         ]
     lines += [
+        "## Where the time to first token went, admission on",
+        "",
+        "Each answered request found in its sim's own record (`/sim/requests`, matched by replica",
+        "and answer id): *engine* is from its arrival at the sim to the sim writing the first token",
+        "(*slot wait*: the part spent waiting for one of the sim's sequence slots); *rest* is the",
+        "client's TTFT minus the engine's: admission's queue, the gateway's own work, loopback and",
+        "the client, all on the same two shared cores.",
+        "",
+        "| band | matched | engine p50 / p99 ms | engine slot wait p99 ms | rest p50 / p99 ms |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {band} | {t['matched']:g} | "
+            f"{fmt(t['engine_ttft_p50_ms'])} / {fmt(t['engine_ttft_p99_ms'])} | "
+            f"{fmt(t['engine_slot_wait_p99_ms'])} | {fmt(t['rest_p50_ms'])} / {fmt(t['rest_p99_ms'])} |"
+            for band, t in on.get("ttft_split", {}).items()
+        ),
+        "",
         "## Time in the admission queue, admission on (the gateway's llmgw_admission_wait_seconds)",
         "",
         "Requests admitted on arrival (nothing queued, saturation under the band's ceiling) are not",
@@ -636,8 +729,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return a
 
 
+def rerender(path: Path) -> Path:
+    """Writes the .md of a run again from its .json (after a change to the report's form)."""
+    data = json.loads(path.read_text())
+    a = argparse.Namespace(**{**data.pop("settings"), "out": path.with_suffix("")})
+    meta = data.pop("meta")
+    a.out.with_suffix(".md").write_text(report(a, data, meta))
+    return a.out.with_suffix(".md")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--render"]:
+        for name in argv[1:]:
+            print(f"wrote {rerender(Path(name))}")
+        return 0
     a = parse_args(argv)
     started = dt.datetime.now().astimezone()
     cpu = next(

@@ -6,7 +6,8 @@ the first content chunk (TTFT, from the moment the request is sent), the time to
 end of the stream, the HTTP status, the response id (whose first eight hex digits are
 the answering sim's seed, so the replica is known even through a gateway), and how late
 the client itself was in sending it. A request counts as ok only with status 200 and a
-stream that ends with `data: [DONE]`.
+stream that ends with `data: [DONE]` (the time of which is its total time); the body is
+read to its end, as an SDK reads it.
 
 Bounded: the schedule is finite, each request has a total timeout, and whatever is still
 running `drain_s` after the last send is cancelled and recorded as an error.
@@ -76,8 +77,11 @@ async def _send(
                     continue
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
+                    # Read on to the end of the body, as an SDK does, so the connection is
+                    # reused rather than closed under the gateway mid-response.
                     done = True
-                    break
+                    outcome.total_s = time.perf_counter() - started
+                    continue
                 if not outcome.response_id or b'"error"' in payload[:12]:
                     event = json.loads(payload)
                     if "error" in event:
@@ -86,7 +90,6 @@ async def _send(
                     outcome.response_id = str(event.get("id", ""))
                 if outcome.ttft_s is None and _CONTENT in payload and _EMPTY_CONTENT not in payload:
                     outcome.ttft_s = time.perf_counter() - started
-            outcome.total_s = time.perf_counter() - started
             if not done:
                 outcome.error = "stream ended without data: [DONE]"
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

@@ -184,7 +184,7 @@ def run_target(
             cpu_end, core_end = proc.cpu_seconds(), core_times(GATEWAY_CORE)
             states_after = replicas.states()
             records = replicas.finished_requests()
-            page = metrics_page(gateway)
+            page = settled_metrics(gateway, len(schedule.requests) + 1)
             (run_dir / f"{stem}-metrics.txt").write_text(page)
             if gateway.name.startswith("llmgw"):
                 entry["gateway_counters"] = metric_values(page, LLMGW_COUNTERS)
@@ -232,6 +232,20 @@ def run_target(
         flush=True,
     )
     return entry, rows
+
+
+def settled_metrics(gateway: Gateway, answered: int, limit_s: float = 10.0) -> str:
+    """The gateway's metrics page once llmgw has counted every request it answered (it
+    counts a stream after relaying its last byte, which may be after the client has read
+    it); polled, for at most `limit_s`. Other gateways' pages are read once."""
+    page = metrics_page(gateway)
+    deadline = time.monotonic() + limit_s
+    while gateway.name.startswith("llmgw") and time.monotonic() < deadline:
+        if metric_values(page, ("llmgw_requests_total",)).get("llmgw_requests_total", 0) >= answered:
+            break
+        time.sleep(0.2)
+        page = metrics_page(gateway)
+    return page
 
 
 def main(argv: list[str] | None = None) -> int:

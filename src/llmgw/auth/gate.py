@@ -372,7 +372,9 @@ class AuthGate:
             tenant, usage.model, usage.status, usage.prompt_tokens, usage.completion_tokens, usage.tags
         )
         scopes = principal.spend_scopes if principal is not None else ()
-        self.writer.offer(usage_row(usage, cost), scopes)
+        # Only a principal with budgets needs its spend counted before the store has it.
+        budgeted = principal is not None and bool(principal.budgets)
+        self.writer.offer(usage_row(usage, cost), scopes, charge=budgeted)
 
     def _pipeline_state(self) -> PipelineState:
         counts = self.writer.counts

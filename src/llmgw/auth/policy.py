@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Literal
 
 from llmgw.auth.budgets import BudgetRule
 from llmgw.auth.limiter import LimitRule
-from llmgw.auth.principal import Principal
+from llmgw.auth.principal import Principal, spend_scopes_of
 from llmgw.config.auth import Auth
 from llmgw.store.rows import KeyRow, Scope, ScopeKind
 
@@ -101,12 +102,15 @@ def resolve(key: KeyRow, scopes: Scopes, auth: Auth) -> Principal | None:
                         level.kind,
                     )
                 )
+    kind: Literal["project", "personal"] = "personal" if personal else "project"
+    team_id = None if personal else levels[1].id
+    org_id = None if personal else levels[2].id
     return Principal(
         key_id=key.id,
-        kind="personal" if personal else "project",
+        kind=kind,
         project_id=key.project_id,
-        team_id=None if personal else levels[1].id,
-        org_id=None if personal else levels[2].id,
+        team_id=team_id,
+        org_id=org_id,
         user_id=key.user_id,
         band=key.band or levels[0].band,
         expires_at=key.expires_at,
@@ -114,6 +118,7 @@ def resolve(key: KeyRow, scopes: Scopes, auth: Auth) -> Principal | None:
         tpm=_first_limit(tpm_chain, auth.default_tpm, key.id),
         budgets=tuple(budgets),
         model_sets=tuple(frozenset(lv.allowed_models) for lv in levels if lv.allowed_models is not None),
+        spend_scopes=spend_scopes_of(kind, key.user_id, key.project_id, team_id, org_id),
     )
 
 

@@ -31,13 +31,8 @@ class Principal:
     budgets: tuple[BudgetRule, ...]
     model_sets: tuple[frozenset[str], ...]
     """Each level's allowed models, for the levels that restrict them."""
-
-    @property
-    def spend_scopes(self) -> tuple[str, ...]:
-        """The ledger scopes a request's cost is charged to."""
-        if self.kind == "personal":
-            return (f"user:{self.user_id}",)
-        return (f"project:{self.project_id}", f"team:{self.team_id}", f"org:{self.org_id}")
+    spend_scopes: tuple[str, ...]
+    """The ledger scopes a request's cost is charged to (`spend_scopes_of`)."""
 
     def tenant(self, level: str) -> str | None:
         """The label value of per-tenant metrics at `level` (org, team or project);
@@ -62,3 +57,13 @@ class Principal:
 
     def allows(self, model: str) -> bool:
         return all(model in allowed for allowed in self.model_sets)
+
+
+def spend_scopes_of(
+    kind: str, user_id: str | None, project_id: str | None, team_id: str | None, org_id: str | None
+) -> tuple[str, ...]:
+    """A personal key's spend is its person's; a project key's, its project's, team's
+    and organisation's."""
+    if kind == "personal":
+        return (f"user:{user_id}",)
+    return (f"project:{project_id}", f"team:{team_id}", f"org:{org_id}")

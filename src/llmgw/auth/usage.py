@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.auth.budgets import BudgetLedger, SpendKey, spend_deltas
+from llmgw.auth.budgets import BudgetLedger, aggregate_spend, spend_deltas
 from llmgw.auth.principal import Principal
 from llmgw.config.auth import Price
 from llmgw.errors import StoreError
@@ -145,6 +145,10 @@ def usage_row(event: UsageEvent, cost: int) -> UsageRow:
     )
 
 
+Queued = tuple[UsageRow, tuple[str, ...], bool]
+"""A record waiting, the scopes its cost is charged to, and whether budgets saw it."""
+
+
 @dataclass(slots=True)
 class WriterCounts:
     written: int = 0
@@ -174,7 +178,7 @@ class UsageWriter:
         self._flush_interval = flush_interval
         self._concurrency = max(1, concurrency)
         self._clock = clock
-        self._buffer: deque[tuple[UsageRow, dict[SpendKey, int]]] = deque()
+        self._buffer: deque[Queued] = deque()
         self._full = asyncio.Event()
         self._writing = 0
         self.counts = WriterCounts()
@@ -197,15 +201,17 @@ class UsageWriter:
                     self._full.set()
                 await asyncio.sleep(0.005)
 
-    def offer(self, row: UsageRow, scopes: tuple[str, ...]) -> bool:
-        """Queues a record and charges its cost; never blocks. False when it was dropped."""
-        deltas = spend_deltas(scopes, row.cost_micros, row.ts)
-        # Spend counts for budgets even when its record cannot be kept.
-        self._ledger.charge(deltas)
+    def offer(self, row: UsageRow, scopes: tuple[str, ...], *, charge: bool = True) -> bool:
+        """Queues a record, its cost to be added to `scopes`' spend; never blocks. With
+        `charge` (the caller has budgets to keep) the cost counts for budgets here at
+        once, even when the record cannot be kept. False when it was dropped."""
+        charged = charge and row.cost_micros > 0 and bool(scopes)
+        if charged:
+            self._ledger.charge(spend_deltas(scopes, row.cost_micros, row.ts))
         if len(self._buffer) >= self._buffer_size:
             self.counts.dropped += 1
             return False
-        self._buffer.append((row, deltas))
+        self._buffer.append((row, scopes, charged))
         if len(self._buffer) >= self._batch_size:
             self._full.set()
         return True
@@ -216,24 +222,22 @@ class UsageWriter:
         if not self._buffer:
             return 0
         batch = [self._buffer.popleft() for _ in range(min(self._batch_size, len(self._buffer)))]
-        spend: dict[SpendKey, int] = {}
-        for _, deltas in batch:
-            for key, cost in deltas.items():
-                spend[key] = spend.get(key, 0) + cost
+        spend = aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, _ in batch)
+        charged = aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, c in batch if c)
         self._writing += len(batch)
         try:
-            await self._repo.write_batch([row for row, _ in batch], spend)
+            await self._repo.write_batch([row for row, _, _ in batch], spend)
         except BaseException:  # a refused write, or a stop in the middle of one
             self._requeue(batch)
             raise
         finally:
             self._writing -= len(batch)
-        self._ledger.written(spend)
+        self._ledger.written(charged)
         self.counts.written += len(batch)
         self.counts.batches += 1
         return len(batch)
 
-    def _requeue(self, batch: list[tuple[UsageRow, dict[SpendKey, int]]]) -> None:
+    def _requeue(self, batch: list[Queued]) -> None:
         room = max(self._buffer_size - len(self._buffer), 0)
         kept = batch[:room]
         self.counts.dropped += len(batch) - len(kept)

