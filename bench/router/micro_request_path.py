@@ -50,6 +50,12 @@ class FakeConn:
     async def read_chunk(self) -> bytes | None:
         return self._chunks.pop(0) if self._chunks else None
 
+    async def read_available(self) -> bytes | None:
+        if not self._chunks:
+            return None
+        joined, self._chunks = b"".join(self._chunks), []
+        return joined
+
     async def read_body(self) -> bytes:
         return b"".join(self._chunks)
 
