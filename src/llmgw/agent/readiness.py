@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from llmgw.router.engine_load import MetricNames, read_load
+from llmgw.engines.metrics import MetricNames
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -85,6 +85,10 @@ async def wait_ready(
 async def busy_requests(session: aiohttp.ClientSession, metrics_url: str, names: MetricNames) -> float | None:
     """Requests running plus queued on the replica, from its metrics; None when the
     metrics cannot be read or name neither."""
+    # The router's reader of metrics pages, imported when a drain needs it: importing
+    # the router package at the agent's start would load the whole gateway.
+    from llmgw.router.engine_load import read_load  # noqa: PLC0415
+
     try:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         async with session.get(metrics_url, timeout=timeout) as response:

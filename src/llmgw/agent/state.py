@@ -143,7 +143,10 @@ class StateDir:
         path = self.record_path(record.replica_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(record.model_dump_json(indent=2))
+        # Readable by the agent alone: it names the engine's ports and command line.
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(record.model_dump_json(indent=2))
         os.replace(temporary, path)
 
     def load_all(self) -> list[ReplicaRecord]:

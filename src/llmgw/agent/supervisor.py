@@ -30,7 +30,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,8 +43,8 @@ from llmgw.agent.protocol import LOG_TAIL_LINES, ReplicaState, ReplicaStatus
 from llmgw.agent.readiness import wait_idle, wait_ready
 from llmgw.agent.state import ReplicaRecord, StateDir, is_same_process, read_proc_stat
 from llmgw.engines.launch import Launch
+from llmgw.engines.metrics import NAMES_BY_ENGINE, MetricNames
 from llmgw.errors import ReplicaError
-from llmgw.router.engine_load import NAMES_BY_ENGINE, MetricNames
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,28 @@ STOP_POLL_S = 0.05
 """How often a stop looks whether the process has ended."""
 ROTATE_EVERY = 20
 """Log sizes are checked every this many monitor passes (five seconds by default)."""
+
+
+SECRET_FLAGS = ("--api-key", "--api_key")
+"""Flags whose value is a secret: an engine that takes its key only on the command line
+(SGLang) gets it there, and the agent's log, the engine log's first line and the
+replica record show *** instead."""
+
+
+def shown_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command line as the agent writes it down, secrets replaced."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        flag, sep, _ = arg.partition("=")
+        if hide_next:
+            out.append("***")
+        elif sep and flag in SECRET_FLAGS:
+            out.append(f"{flag}=***")
+        else:
+            out.append(arg)
+        hide_next = arg in SECRET_FLAGS
+    return tuple(out)
 
 
 def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -117,7 +139,7 @@ def spawn(launch: Launch, log_path: Path, cwd: Path, base_env: Mapping[str, str]
     fd = logs.open_for_engine(log_path)
     cores = tuple(launch.cpu_affinity)
     try:
-        banner = f"--- llmgw agent {datetime.now(UTC).isoformat()}: {' '.join(launch.argv)}\n"
+        banner = f"--- llmgw agent {datetime.now(UTC).isoformat()}: {' '.join(shown_argv(launch.argv))}\n"
         os.write(fd, banner.encode())
         cwd.mkdir(parents=True, exist_ok=True)
         # The affinity is set between fork and exec: the engine's threads and children
@@ -297,7 +319,7 @@ class Supervisor:
             url=url if launch.serves_http else "",
             health_url=health,
             metrics_url=url + launch.metrics_path if launch.serves_http and launch.metrics_path else "",
-            argv=launch.argv,
+            argv=shown_argv(launch.argv),
             cpu_cores=launch.cpu_affinity,
             startup_timeout=launch.startup_timeout,
             stop_grace=launch.stop_grace,
@@ -308,7 +330,7 @@ class Supervisor:
         replica.record = record
         replica.log_path = log_path
         self.state.save(record)
-        log.info("replica %s: started pid %d: %s", replica.replica_id, record.pid, " ".join(launch.argv))
+        log.info("replica %s: started pid %d: %s", replica.replica_id, record.pid, " ".join(record.argv))
         self._set(replica, ReplicaStatus.STARTING, launch.ready or "loading")
         timeout_s = launch.startup_timeout / timedelta(seconds=1)
         replica.task = asyncio.create_task(self._await_ready(replica, timeout_s))

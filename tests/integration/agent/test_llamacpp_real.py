@@ -78,7 +78,7 @@ def test_the_agent_runs_llama_server_and_it_answers_through_the_gateway(
     start_agent(control.address, "n1", "--engine-bin", f"llamacpp={llama_server}", full_cli=True)
     register = control.wait_registered("n1")
     registered_s = time.monotonic() - began
-    assert register.inventory.engines.get("llamacpp", "").startswith("b"), register.inventory.engines
+    assert "llamacpp" in register.inventory.engines, register.inventory.engines
 
     port = free_port()
     cores = min(2, len(os.sched_getaffinity(0)))
