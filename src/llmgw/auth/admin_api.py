@@ -42,7 +42,7 @@ from llmgw.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from llmgw.router.responses import JSON, api_error_response
+from llmgw.router.responses import JSON, api_error_response, error_body
 from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.store import Store
 
@@ -83,6 +83,10 @@ class AdminApi:
         except ApiError as error:
             status, headers, answer = api_error_response(error)
             proto.response_bytes(status, headers, answer)
+        except Exception:  # a bug here must still answer in the API's shape, and be logged
+            log.exception("admin API: %s %s failed", scope.method, scope.path)
+            body = error_body("the admin API failed on this request; the server log says why", "server_error")
+            proto.response_bytes(500, [("content-type", JSON)], body)
 
     async def handle(self, method: str, path: str, query: Query, body: bytes) -> tuple[int, Any]:
         """One request, past the token check: status and JSON payload, or an ApiError."""

@@ -10,7 +10,7 @@ import typer
 import uvloop
 
 from llmgw.config import load_settings
-from llmgw.errors import ConfigError
+from llmgw.errors import ConfigError, StoreError
 from llmgw.server.embedded import EMBEDDED_MODEL, embedded_settings
 from llmgw.server.listen import split_listen
 from llmgw.server.runner import serve
@@ -44,11 +44,14 @@ def server(
                 )
                 uvloop.run(serve(settings))
         else:
-            uvloop.run(serve(load_settings(config)))
+            uvloop.run(serve(load_settings(config), config_dir=config.parent))
     except ConfigError as exc:
         for problem in exc.problems:
             typer.echo(problem, err=True)
         raise typer.Exit(code=2) from None
+    except StoreError as exc:
+        typer.echo(f"llmgw server could not open its store (auth.store): {exc}", err=True)
+        raise typer.Exit(code=1) from None
     except OSError as exc:
         typer.echo(f"llmgw server could not start: {exc.strerror or exc}", err=True)
         raise typer.Exit(code=1) from None

@@ -14,19 +14,26 @@ import itertools
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import orjson
 
+from llmgw.auth.tags import parse_tags
 from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl
-from llmgw.router.request import Kind, parse_request
+from llmgw.router.request import ClientRequest, Kind, parse_request
 from llmgw.router.responses import JSON, api_error_response
 from llmgw.router.rsgi import HTTPProtocol, Scope
-from llmgw.router.targets import Target, TargetResolver, check_limits
+from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
+from llmgw.router.usage import Account
+
+if TYPE_CHECKING:
+    from llmgw.auth.gate import AuthGate
+    from llmgw.auth.principal import Principal
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -34,6 +41,7 @@ _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/embeddings": Kind.EMBEDDINGS,
 }
 _MAX_REQUEST_ID = 128
+_TAGS_HEADER = "x-llmgw-tags"
 
 
 class GatewayApp:
@@ -51,7 +59,9 @@ class GatewayApp:
         flow: FlowControl,
         band_header: str,
         trust_band_header: bool,
+        auth: AuthGate | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -62,8 +72,10 @@ class GatewayApp:
         self._departures = departures
         self._flow = flow
         self._band_header = band_header.lower()
-        self._trust_band_header = trust_band_header
+        self._trust_band_header = trust_band_header and auth is None
+        self._auth = auth
         self._clock = clock
+        self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
         self._ids = itertools.count(1)
 
@@ -80,7 +92,8 @@ class GatewayApp:
             elif path == "/v1/models" or path.startswith("/v1/models/"):
                 if scope.method != "GET":
                     raise MethodNotAllowed(f"{path} takes GET")
-                self._list_models(proto, path)
+                principal = await self._authenticate(scope)
+                self._list_models(proto, path, principal)
             elif path in ("/", "/health", "/healthz"):
                 proto.response_bytes(
                     200, [("content-type", "text/plain")], b"llmgw: the OpenAI API is under /v1\n"
@@ -92,6 +105,19 @@ class GatewayApp:
         except ApiError as error:
             status, headers, body = api_error_response(error)
             proto.response_bytes(status, headers, body)
+
+    async def _authenticate(self, scope: Scope) -> Principal | None:
+        """The caller, with auth on (401 without a valid key); None with auth off."""
+        if self._auth is None:
+            return None
+        return await self._auth.authenticate(scope.headers.get("authorization"), self._wall_clock())
+
+    def _visible(self, principal: Principal | None, target: Target) -> bool:
+        return (
+            principal is None
+            or self._auth is None
+            or self._auth.visible(principal, target.model, target.owner)
+        )
 
     def _request_id(self, scope: Scope) -> str:
         given = scope.headers.get("x-request-id")
@@ -125,6 +151,7 @@ class GatewayApp:
 
     async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
         started = self._clock()
+        principal = await self._authenticate(scope)
         raw = await self._read_body(scope, proto)
         request = parse_request(kind, raw)
         session = scope.headers.get(self._session_header)
@@ -132,20 +159,30 @@ class GatewayApp:
             request.session = str(session)
         routable = bool(self._endpoints.for_model(request.model))
         target = self._resolver.resolve(request.model, routable=routable)
+        if not self._visible(principal, target):
+            # Not allowed to this caller is answered as not existing at all.
+            raise unknown_model(request.model)
         check_limits(request, target)
         chain: list[Target] = [target]
         for name in target.fallbacks:
             fallback = self._resolver.fallback(name)
-            if fallback is not None:
+            if fallback is not None and self._visible(principal, fallback):
                 chain.append(fallback)
-        band = self._flow.band(scope.headers.get(self._band_header) if self._trust_band_header else None)
+        if principal is not None:
+            request.account = self._charge(principal, request, target, scope)
+            band = self._flow.band(principal.band)
+        else:
+            band = self._flow.band(scope.headers.get(self._band_header) if self._trust_band_header else None)
         task = asyncio.current_task()
         assert task is not None
         stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
         try:
             if not self._flow.admit_now(target.model, band):
                 self._departures.watch_now(stay)
+                queued_at = self._clock()
                 await self._flow.wait(target.model, band)
+                if request.account is not None:
+                    request.account.queued_s = self._clock() - queued_at
             self._flow.dispatched(target.model)
             try:
                 await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
@@ -158,17 +195,30 @@ class GatewayApp:
         finally:
             self._departures.leave(stay)
 
-    def _list_models(self, proto: HTTPProtocol, path: str) -> None:
+    def _charge(self, principal: Principal, request: ClientRequest, target: Target, scope: Scope) -> Account:
+        """Counts the request against the caller's limits and budgets (429 when one is
+        reached). Tokens are charged at the prompt's floor plus the output asked for, as
+        OpenAI counts them; the real count replaces it when the answer's usage is read."""
+        assert self._auth is not None
+        estimate = request.prompt_token_floor + (request.max_tokens or 0)
+        admitted = self._auth.admit(principal, target.model, estimate, self._wall_clock())
+        metadata = request.body.get("metadata")
+        tags = parse_tags(scope.headers.get(_TAGS_HEADER), metadata if isinstance(metadata, dict) else None)
+        return Account(principal, admitted.counted_tokens, tags)
+
+    def _list_models(self, proto: HTTPProtocol, path: str, principal: Principal | None) -> None:
+        allowed = None if principal is None or self._auth is None else self._allowed(principal)
         if path == "/v1/models":
-            body = orjson.dumps({"object": "list", "data": self._models.list()})
+            body = orjson.dumps({"object": "list", "data": self._models.list(allowed)})
         else:
             name = path[len("/v1/models/") :]
-            entry = self._models.get(name)
+            entry = self._models.get(name, allowed)
             if entry is None:
-                raise NotFound(
-                    f"model {name!r} does not exist here: GET /v1/models lists the models you can use",
-                    param="model",
-                    code="model_not_found",
-                )
+                raise unknown_model(name)
             body = orjson.dumps(entry)
         proto.response_bytes(200, [("content-type", JSON)], body)
+
+    def _allowed(self, principal: Principal) -> Callable[[str], bool]:
+        gate = self._auth
+        assert gate is not None
+        return lambda model: gate.visible(principal, model, None)

@@ -9,6 +9,7 @@ names only a replica lists appear as bare entries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llmgw.catalog import Catalog, Model
@@ -54,16 +55,21 @@ class ModelsView:
     def _visible(self) -> list[Model]:
         return [m for m in self._catalog.models() if not m.is_guard and not m.is_environment]
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self, allowed: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
+        """Every model, or (with auth) those `allowed` to the caller."""
         entries = [_entry(m, self._simulated(m)) for m in self._visible()]
         known = {m.name for m in self._catalog.models()}
         for name in self._endpoints.models():
             if name not in known and self._catalog.resolve(name) is None:
                 entries.append({"id": name, "object": "model", "created": 0, "owned_by": "llmgw"})
+        if allowed is not None:
+            entries = [entry for entry in entries if allowed(entry["id"])]
         return entries
 
-    def get(self, name: str) -> dict[str, Any] | None:
+    def get(self, name: str, allowed: Callable[[str], bool] | None = None) -> dict[str, Any] | None:
         model = self._catalog.resolve(name)
+        if allowed is not None and not allowed(model.name if model is not None else name):
+            return None
         if model is not None and not model.is_guard and not model.is_environment:
             return _entry(model, self._simulated(model))
         if model is None and self._endpoints.for_model(name):

@@ -187,6 +187,7 @@ class Dispatcher:
                         started,
                         None,
                         finished,
+                        request.account,
                     )
                 )
                 return True
@@ -230,6 +231,7 @@ class Dispatcher:
                 started,
                 first_byte,
                 finished,
+                request.account,
             )
         )
 

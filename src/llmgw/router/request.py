@@ -9,12 +9,15 @@ untouched, as the bytes the client sent, unless the gateway must change the body
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from llmgw.errors import BadRequest
+
+if TYPE_CHECKING:
+    from llmgw.router.usage import Account
 
 # A token is rarely longer than this many characters of prompt; dividing by it gives a
 # count the prompt cannot be under, so a prompt refused on it is over-long for certain.
@@ -55,7 +58,8 @@ class ClientRequest:
     prompt: str
     max_tokens_field: str = "max_tokens"
     session: str | None = None
-    tags: dict[str, str] = field(default_factory=dict)
+    account: Account | None = None
+    """Set with auth on: who the request is charged to."""
 
     @property
     def prompt_token_floor(self) -> int:

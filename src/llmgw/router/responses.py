@@ -15,6 +15,7 @@ from llmgw.errors import (
     ApiError,
     DialError,
     GatewayTimeout,
+    LimitRefusal,
     NoCapacity,
     PhaseTimeout,
     UpstreamClosed,
@@ -36,6 +37,8 @@ def api_error_response(error: ApiError) -> tuple[int, list[tuple[str, str]], byt
     headers = [("content-type", JSON)]
     if error.retry_after is not None:
         headers.append(("retry-after", str(max(1, math.ceil(error.retry_after)))))
+    if isinstance(error, LimitRefusal):
+        headers.extend(error.headers)
     return (
         error.status,
         headers,

@@ -32,6 +32,8 @@ class Target:
     max_output: int = 0
     fallbacks: tuple[str, ...] = ()
     external: bool = False
+    owner: str = ""
+    """For an adapter with an owner (`team:ID`…): only callers inside it may see it."""
 
 
 class TargetResolver:
@@ -41,7 +43,7 @@ class TargetResolver:
         self._catalog = catalog
         self._default_profile = default_profile
 
-    def _for_model(self, model: Model, engine_model: str) -> Target:
+    def _for_model(self, model: Model, engine_model: str, owner: str = "") -> Target:
         return Target(
             model=model.name,
             engine_model=engine_model,
@@ -50,6 +52,7 @@ class TargetResolver:
             max_output=model.max_output,
             fallbacks=tuple(model.fallbacks),
             external=model.is_external,
+            owner=owner,
         )
 
     def resolve(self, name: str, *, routable: bool) -> Target:
@@ -61,20 +64,26 @@ class TargetResolver:
         found = self._catalog.resolve_adapter(name)
         if found is not None:
             base, adapter, _ = found
-            return self._for_model(base, adapter.name)
+            return self._for_model(base, adapter.name, adapter.owner)
         if routable and model is None:
             return Target(model=name, engine_model=name, routing_profile=self._default_profile)
-        raise NotFound(
-            f"model {name!r} does not exist here: GET /v1/models lists the models you can use",
-            param="model",
-            code="model_not_found",
-        )
+        raise unknown_model(name)
 
     def fallback(self, name: str) -> Target | None:
         """A fallback's target; never a guard model, which judges traffic rather than
         serving it."""
         model = self._catalog.resolve(name)
         return None if model is None or model.is_guard else self._for_model(model, model.name)
+
+
+def unknown_model(name: str) -> NotFound:
+    """The refusal for a name that is not a model here, or not one the caller may see:
+    both read the same, so a key cannot probe for models it is not allowed."""
+    return NotFound(
+        f"model {name!r} does not exist here: GET /v1/models lists the models you can use",
+        param="model",
+        code="model_not_found",
+    )
 
 
 def check_limits(request: ClientRequest, target: Target) -> None:

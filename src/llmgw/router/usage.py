@@ -13,13 +13,29 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
 from llmgw.router.metrics import GatewayMetrics
 
+if TYPE_CHECKING:
+    from llmgw.auth.principal import Principal
+
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Account:
+    """Who a request is charged to, with auth on: the caller, the prompt tokens its
+    limits were charged at admission (replaced by the real count once known), its tags,
+    and how long it queued."""
+
+    principal: Principal
+    counted_tokens: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
+    queued_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -35,6 +51,7 @@ class UsageRecord:
     started: float
     first_byte: float | None
     finished: float
+    account: Account | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The admin listener's RSGI application: health, readiness and metrics.
+"""The admin listener's RSGI application: health, readiness, metrics, and the admin
+API under `/api` when the server has a store (auth on).
 
 `/healthz` answers while the process serves at all; `/readyz` once the gateway has
 what it needs to route (its first round of replica scrapes is done), so a load
@@ -9,7 +10,7 @@ serves `metrics_listen`, where only `/metrics` is mounted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -18,22 +19,33 @@ from llmgw.router.rsgi import HTTPProtocol, Scope
 
 log = logging.getLogger(__name__)
 
+AdminRoutes = Callable[[Scope, HTTPProtocol], Awaitable[None]]
+"""An RSGI application mounted under `/api` (`llmgw.auth.AdminApi`)."""
+
 
 class AdminApp:
     """Health, readiness and metrics; metrics only when `metrics_only`."""
 
     def __init__(
-        self, registry: CollectorRegistry, ready: Callable[[], bool], *, metrics_only: bool = False
+        self,
+        registry: CollectorRegistry,
+        ready: Callable[[], bool],
+        *,
+        metrics_only: bool = False,
+        api: AdminRoutes | None = None,
     ) -> None:
         self._registry = registry
         self._ready = ready
         self._metrics_only = metrics_only
+        self._api = None if metrics_only else api
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
             return
         path = scope.path
-        if path == "/metrics":
+        if self._api is not None and (path == "/api" or path.startswith("/api/")):
+            await self._api(scope, proto)
+        elif path == "/metrics":
             proto.response_bytes(
                 200, [("content-type", CONTENT_TYPE_LATEST)], generate_latest(self._registry)
             )
@@ -45,5 +57,10 @@ class AdminApp:
             else:
                 proto.response_bytes(503, [("content-type", "text/plain")], b"not ready\n")
         else:
-            body = error_body(f"{path} is not served here", "not_found_error", code="unknown_route")
+            why = (
+                "the admin API is served with auth on (auth.enabled: true), which gives it a store"
+                if path.startswith("/api") and not self._metrics_only
+                else f"{path} is not served here"
+            )
+            body = error_body(why, "not_found_error", code="unknown_route")
             proto.response_bytes(404, [("content-type", "application/json")], body)

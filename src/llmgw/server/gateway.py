@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+from llmgw.auth.gate import AuthGate
+from llmgw.auth.usage import UsageEvent
 from llmgw.config import Settings
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
@@ -32,7 +34,7 @@ from llmgw.router.scraper import Scraper
 from llmgw.router.slo import Objective, SloTracker
 from llmgw.router.targets import TargetResolver
 from llmgw.router.usage import Tokens, UsageRecord, UsageSink
-from llmgw.server.admin import AdminApp
+from llmgw.server.admin import AdminApp, AdminRoutes
 from llmgw.server.endpoints_static import static_specs
 from llmgw.upstream import UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
@@ -54,7 +56,14 @@ def _seconds(value: timedelta, *, zero_is_unbounded: bool = True) -> float:
 class Gateway:
     """The request path's parts, built from settings."""
 
-    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        auth: AuthGate | None = None,
+        admin_api: AdminRoutes | None = None,
+    ) -> None:
         router = settings.router
         self.settings = settings
         self.clock = clock
@@ -112,6 +121,10 @@ class Gateway:
         )
         self.usage = UsageSink(self.metrics)
         self.usage.consumers.append(self._observe_latency)
+        self.auth = auth
+        if auth is not None:
+            self.registry.register(auth.collector)
+            self.usage.consumers.append(self._account)
         self.watchdog = Watchdog()
         self.departures = Departures()
         timeouts = router.timeouts
@@ -148,9 +161,10 @@ class Gateway:
             self.flow,
             admission.band_header,
             trust_band_header=not settings.auth.enabled,
+            auth=auth,
             clock=clock,
         )
-        self.admin = AdminApp(self.registry, self.ready)
+        self.admin = AdminApp(self.registry, self.ready, api=admin_api)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
 
     def _observe_latency(self, record: UsageRecord, tokens: Tokens | None) -> None:
@@ -162,6 +176,22 @@ class Gateway:
         if record.first_byte is not None and tokens is not None and tokens.completion > 1:
             tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
         self.slo.observe(record.model, record.finished, ttft, tpot)
+
+    def _account(self, record: UsageRecord, tokens: Tokens | None) -> None:
+        """Hands a finished request to the auth gate: limits, budgets, usage store."""
+        account = record.account
+        if account is None or self.auth is None:
+            return
+        self.auth.record(
+            UsageEvent.from_record(
+                record,
+                tokens,
+                principal=account.principal,
+                tags=account.tags,
+                queue_s=account.queued_s,
+                counted_tokens=account.counted_tokens,
+            )
+        )
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""

@@ -10,16 +10,22 @@ already handed over is accounted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from granian.constants import HTTPModes, Interfaces
 from granian.server.embed import Server
 
+from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
 from llmgw.server.gateway import Gateway
 from llmgw.server.listen import split_listen
+from llmgw.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,24 +57,54 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Server]:
     return servers
 
 
-async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Runs the gateway until `stop` is set or a SIGTERM/SIGINT arrives."""
+@contextlib.asynccontextmanager
+async def _auth(
+    settings: Settings, config_dir: Path | None
+) -> AsyncIterator[tuple[AuthGate, AdminApi] | None]:
+    """With auth on: the store opened (and upgraded), the gate started with every key
+    read, and the admin API behind its token; all closed again on the way out."""
+    if not settings.auth.enabled:
+        yield None
+        return
+    store = await Store.open(settings.auth.store)
+    try:
+        gate = AuthGate(settings, store)
+        await gate.start()
+        try:
+            token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))
+            token = admin_token.load_or_create(token_file)
+            log.info("admin API on %s/api; its token is in %s", settings.admin_listen, token_file)
+            yield gate, AdminApi(settings, store, token, gate)
+        finally:
+            await gate.close()
+    finally:
+        await store.close()
+
+
+async def serve(
+    settings: Settings, stop: asyncio.Event | None = None, config_dir: Path | None = None
+) -> None:
+    """Runs the gateway until `stop` is set or a SIGTERM/SIGINT arrives. `config_dir`
+    is where a relative admin_token_file default lives (beside the configuration)."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    gateway = Gateway(settings)
-    servers = listeners(settings, gateway)
-    serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
-    background = await gateway.background()
-    log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
-    try:
-        await stop.wait()
-    finally:
-        for s in servers:
-            s.stop()  # type: ignore[no-untyped-call]
-        await asyncio.gather(*serving, return_exceptions=True)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        gateway.close()
+    async with _auth(settings, config_dir) as auth:
+        gate, api = auth if auth is not None else (None, None)
+        gateway = Gateway(settings, auth=gate, admin_api=api)
+        servers = listeners(settings, gateway)
+        serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
+        background = await gateway.background()
+        log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
+        try:
+            await stop.wait()
+        finally:
+            for s in servers:
+                s.stop()  # type: ignore[no-untyped-call]
+            await asyncio.gather(*serving, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            # Usage handed over by the last requests reaches the gate before it closes.
+            gateway.close()

@@ -237,7 +237,8 @@ class UsageRepo:
             rows = (await conn.execute(query)).mappings().all()
         out = []
         for row in rows:
-            item = dict(row)
+            # Column names come back as a str subclass, which orjson will not take as keys.
+            item = {str(name): value for name, value in row.items()}
             item["tags"] = orjson.loads(item["tags"]) if item["tags"] else {}
             out.append(item)
         return out

@@ -2,10 +2,11 @@
 time, 50 ms a token) and `router.scoring.target_inflight: 1`, so one request in flight
 saturates the model and everything after it queues. Each bound is exercised for real:
 queue_ttl, the per-band capacity, the total with the lowest band's newest shed, a queued
-client that leaves, SLO hold-back; then the band header (believed only with auth off),
-the wait for an on-demand model's replica, and the metric families.
+client that leaves, SLO hold-back; then the band header (believed only with auth off; with auth on the band
+comes from the key, tests/integration/auth/test_auth_gateway.py), the wait for an
+on-demand model's replica, and the metric families.
 
-The three gateways are started together, once, for the module; every test leaves its
+The two gateways are started together, once, for the module; every test leaves its
 gateway with empty queues and the sim idle.
 """
 
@@ -71,10 +72,7 @@ def slow() -> Iterator[SimEngineProcess]:
 
 
 @pytest.fixture(scope="module")
-def gateways(
-    slow: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, GatewayProcess | Exception]]:
-    store = tmp_path_factory.mktemp("auth") / "store.db"
+def gateways(slow: SimEngineProcess) -> Iterator[dict[str, GatewayProcess | Exception]]:
     configs = {
         # Long TTL: what is queued stays queued while the test looks at it.
         "bounds": _config(
@@ -91,7 +89,6 @@ def gateways(
                 {"name": "cold", "source": "org/cold", "profiles": [{"name": "p", "gpu_class": "l4-24g"}]},
             ],
         ),
-        "auth": _config(slow, {}, auth={"enabled": True, "store": str(store)}),
     }
 
     def start(config: dict[str, Any]) -> GatewayProcess | Exception:
@@ -433,28 +430,6 @@ def test_the_band_header_is_honoured_with_auth_off(
         for band in ("platinum", "gold"):
             name = key("llmgw_admission_admitted_total", band)
             assert after[name] - before.get(name, 0.0) == 1
-
-    run(test)
-
-
-def test_with_auth_on_the_band_header_is_not_believed(
-    gateways: dict[str, GatewayProcess | Exception], slow: SimEngineProcess
-) -> None:
-    handle = gateways["auth"]
-    if isinstance(handle, Exception):
-        pytest.skip(f"llmgw server does not start with auth.enabled yet: {str(handle)[-300:]}")
-    gw = handle
-
-    async def test(client: httpx.AsyncClient) -> None:
-        await sim_idle(client, slow)
-        claimed = await ask(client, gw, "platinum")
-        if claimed.status_code == 401:
-            pytest.skip("auth now demands keys: the band comes from the key, a test of the auth issue's")
-        assert claimed.status_code == 200
-        assert (await ask(client, gw, "diamond")).status_code == 200  # not even read
-        metrics = await scrape(client, gw)
-        assert metrics[key("llmgw_admission_admitted_total", "gold")] == 2
-        assert key("llmgw_admission_admitted_total", "platinum") not in metrics
 
     run(test)
 

@@ -48,7 +48,7 @@ def test_a_chat_request_lifts_out_the_routing_fields() -> None:
     assert request.body == body
     assert request.raw is raw
     assert request.session is None
-    assert request.tags == {}
+    assert request.account is None
 
 
 DEFAULT_CASES = [
