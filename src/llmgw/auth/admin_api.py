@@ -11,6 +11,7 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     PUT               /api/ttl/<kind>/<id>      {max_key_ttl}
     GET               /api/usage?by=project|team|org|user|key|model&since=24h
     GET               /api/usage/records?limit=100&key=<id>&since=1h
+    *                 /api/control/...          the control plane's routes (llmgw.control.admin)
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import orjson
@@ -46,6 +47,9 @@ from llmgw.router.responses import JSON, api_error_response, error_body
 from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.store import Store
 
+if TYPE_CHECKING:
+    from llmgw.control.admin import ControlRoutes
+
 log = logging.getLogger(__name__)
 
 PREFIX = "/api"
@@ -62,9 +66,11 @@ class AdminApi:
         token: str,
         gate: AuthGate | None = None,
         clock: Callable[[], float] = time.time,
+        control: ControlRoutes | None = None,
     ) -> None:
         self._token = token
         self._handlers = Handlers(settings, store, gate, clock)
+        self._control = control
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -92,6 +98,13 @@ class AdminApi:
         """One request, past the token check: status and JSON payload, or an ApiError."""
         rest = path[len(PREFIX) :] if path.startswith(PREFIX + "/") or path == PREFIX else path
         parts = [part for part in rest.split("/") if part]
+        if parts and parts[0] == "control":
+            # Its own routes and errors; its bodies may be YAML, so they pass through raw.
+            if self._control is None:
+                raise NotFound(
+                    "this server runs no control plane, so /api/control is not here", code="unknown_route"
+                )
+            return await self._control.handle(method, parts[1:], query, body)
         try:
             data = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError as exc:

@@ -63,16 +63,20 @@ class AdminClient:
         self._base = base_url.rstrip("/")
         self._token = token
 
-    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None, **query: str | None) -> Any:
+    def call(
+        self, method: str, path: str, body: Mapping[str, Any] | bytes | None = None, **query: str | None
+    ) -> Any:
+        """One call; a mapping body goes as JSON, bytes as they are (a YAML definition)."""
         params = {k: v for k, v in query.items() if v is not None}
         url = f"{self._base}/api/{path.lstrip('/')}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
-        data = orjson.dumps(dict(body)) if body is not None else None
+        raw = isinstance(body, bytes)
+        data = body if isinstance(body, bytes) else orjson.dumps(dict(body)) if body is not None else None
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("authorization", f"Bearer {self._token}")
         if data is not None:
-            request.add_header("content-type", "application/json")
+            request.add_header("content-type", "application/yaml" if raw else "application/json")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
                 return orjson.loads(answer.read() or b"{}")

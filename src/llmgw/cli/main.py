@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from llmgw import __version__
-from llmgw.cli import agent_cmd, config_cmd, keys_cmd, server_cmd, sim_cmd, tenancy_cmd, usage_cmd
+from llmgw.cli import agent_cmd, config_cmd, ctl_cmd, keys_cmd, server_cmd, sim_cmd, tenancy_cmd, usage_cmd
 
 app = typer.Typer(
     name="llmgw",
@@ -26,6 +26,7 @@ app.add_typer(tenancy_cmd.projects_app, name="projects")
 app.add_typer(tenancy_cmd.users_app, name="users")
 app.add_typer(keys_cmd.app, name="keys")
 app.add_typer(usage_cmd.app, name="usage")
+app.add_typer(ctl_cmd.app, name="ctl")
 app.command("server")(server_cmd.server)
 app.command("sim-engine")(sim_cmd.sim_engine)
 app.command("agent")(agent_cmd.agent)

@@ -173,3 +173,29 @@ gateways = sa.Table(
     sa.Column("started_at", Seconds, nullable=False),
     sa.Column("last_seen", Seconds, nullable=False),
 )
+
+# The control planes' leader lease (added by migration 0003): one row per lease name,
+# claimed and renewed by a single upsert (llmgw.control.lease). `term` grows by one
+# whenever the holder changes, so orders stamped with it can be fenced.
+control_lease = sa.Table(
+    "control_lease",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("holder", sa.Text, nullable=False),
+    sa.Column("term", sa.BigInteger, nullable=False),
+    sa.Column("acquired_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=False),
+)
+
+# Runtime catalog changes (added by migration 0003), laid over the configuration's
+# `models:` by name (llmgw.control.catalog_store). `definition` is the model as the
+# operator wrote it (YAML or JSON); NULL is a tombstone: the configuration's model of
+# that name is removed.
+catalog_models = sa.Table(
+    "catalog_models",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("definition", sa.Text, nullable=True),
+    sa.Column("updated_at", Seconds, nullable=False, index=True),
+    sa.Column("updated_by", sa.Text, nullable=False, server_default=""),
+)

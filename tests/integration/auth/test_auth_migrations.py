@@ -60,7 +60,19 @@ async def seed_0001(conn: AsyncConnection) -> None:
     )
 
 
-SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {"0001": seed_0001}
+async def seed_0002(conn: AsyncConnection) -> None:
+    """The 0001 rows, with the five-minute sums a 0002 store keeps beside its records."""
+    await seed_0001(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO usage_sums (bucket, org_id, team_id, project_id, user_id, key_id, model, "
+            "requests, errors, prompt_tokens, completion_tokens, cost_micros) "
+            "VALUES (1800000000, 'o', 't', 'p', '', 'abcd1234', 'm1', 3, 1, 30, 15, 21)"
+        )
+    )
+
+
+SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {"0001": seed_0001, "0002": seed_0002}
 
 
 def test_every_earlier_version_has_seed_data() -> None:

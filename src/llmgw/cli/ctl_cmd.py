@@ -1,0 +1,192 @@
+"""`llmgw ctl …`: the control plane of a running server, through its admin API.
+
+    llmgw ctl models | nodes | replicas | leader
+    llmgw ctl explain MODEL
+    llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
+
+Model changes are kept in the server's store, laid over its configuration's `models:`,
+and checked by the same rules as the configuration before anything is kept: a refused
+definition prints the catalog's sentence naming the field, and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from llmgw.auth.admin_client import AdminError
+from llmgw.cli.tenancy_cmd import call, client, connect, fail, show
+
+app = typer.Typer(
+    help="The control plane: models, nodes, replicas, placement reasons, the leader.",
+    no_args_is_help=True,
+)
+app.callback()(connect)
+model_app = typer.Typer(
+    help="Add, edit, remove or scale a model in the runtime catalog.", no_args_is_help=True
+)
+app.add_typer(model_app, name="model")
+
+_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _path(name: str) -> str:
+    """A model name as a path segment: names may hold slashes (org/model)."""
+    return urllib.parse.quote(name, safe="/")
+
+
+def _actor() -> str:
+    """Who a change is recorded as made by: this user on this machine."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _when(epoch: Any) -> str | None:
+    if not isinstance(epoch, int | float):
+        return None
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch)) + "Z"
+
+
+def _counts(mapping: Any) -> str:
+    if not isinstance(mapping, dict) or not mapping:
+        return "-"
+    return ", ".join(f"{value} {key}" for key, value in mapping.items())
+
+
+@app.command("models")
+def models(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """Lists the catalog in force: each model's origin, min, max and replicas by phase."""
+    rows = call(ctx, "GET", "control/models")["data"]
+    for row in rows:
+        row["replicas"] = _counts(row.get("phases"))
+        row["updated"] = _when(row.get("updated_at"))
+    columns = ("name", "origin", "class", "min", "max", "live", "ready", "replicas", "updated", "updated_by")
+    show(rows, columns, as_json=as_json, title="models")
+
+
+@app.command("nodes")
+def nodes(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """Lists registered nodes with their status and what they have."""
+    rows = call(ctx, "GET", "control/nodes")["data"]
+    if not as_json:
+        for row in rows:
+            row["gpus"] = _counts(row.get("gpus"))
+            row["labels"] = ",".join(f"{k}={v}" for k, v in (row.get("labels") or {}).items()) or "-"
+    columns = ("id", "status", "hostname", "gpus", "cpu_cores", "memory_gb", "disk_free_gb", "labels")
+    show(rows, columns, as_json=as_json, title="nodes")
+
+
+@app.command("replicas")
+def replicas(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """Lists replicas: model, profile, phase, since when, and on which nodes."""
+    rows = call(ctx, "GET", "control/replicas")["data"]
+    if not as_json:
+        for row in rows:
+            row["since"] = _when(row.get("since"))
+    show(rows, ("id", "model", "profile", "phase", "since", "nodes"), as_json=as_json, title="replicas")
+
+
+@app.command("explain")
+def explain(ctx: typer.Context, model: str = typer.Argument(..., metavar="MODEL")) -> None:
+    """Says why MODEL runs where it does, or why it does not run."""
+    answer = call(ctx, "GET", f"control/models/{_path(model)}/explain")
+    lines = answer.get("lines") or ["the control plane has nothing to say about it yet"]
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command("leader")
+def leader(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """Shows which server holds the leader lease, its term, and when the lease lapses."""
+    answer = call(ctx, "GET", "control/leader")
+    if as_json:
+        show([answer], list(answer), as_json=True)
+        return
+    rows = [
+        {"field": "holder", "value": answer.get("holder") or "(nobody yet)"},
+        {"field": "term", "value": answer.get("term")},
+        {"field": "held", "value": answer.get("held")},
+        {"field": "expires", "value": _when(answer.get("expires_at"))},
+        {"field": "expires in (s)", "value": answer.get("expires_in_s")},
+        {"field": "this server", "value": answer.get("this_server")},
+        {"field": "this server leads", "value": answer.get("this_server_leads")},
+    ]
+    show(rows, ("field", "value"), as_json=False, title="leader lease")
+
+
+def _definition(path: Path) -> bytes:
+    """The file's bytes; a file that cannot be read ends the command with why."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        problem = "no such file; give the path of the model's definition (YAML or JSON)"
+    except IsADirectoryError:
+        problem = "is a directory; give the model's definition file inside it"
+    except OSError as exc:
+        problem = f"cannot be read: {exc.strerror or exc}"
+    else:
+        if data.strip():
+            return data
+        problem = "is empty; write the model's definition in it (name:, source:, profiles:…)"
+    raise fail(ValueError(f"{path}: {problem}"))
+
+
+def _send(ctx: typer.Context, method: str, path: str, definition: bytes) -> Any:
+    """A call whose body is a definition file's bytes, passed on as written."""
+    try:
+        return client(ctx).call(method, path, definition, by=_actor())
+    except AdminError as exc:
+        raise fail(exc) from None
+
+
+def _report(answer: dict[str, Any]) -> None:
+    model = answer.get("model")
+    if isinstance(model, dict):
+        typer.echo(f"{answer['result']} model {answer['name']}: min {model['min']}, max {model['max']}")
+    else:
+        typer.echo(f"{answer['result']} model {answer['name']}")
+
+
+_FILE = typer.Argument(..., metavar="FILE", help="The model's definition, YAML or JSON.")
+
+
+@model_app.command("add")
+def add(ctx: typer.Context, file: Path = _FILE) -> None:
+    """Adds the model defined in FILE (one model, as under `models:` in the configuration)."""
+    _report(_send(ctx, "POST", "control/models", _definition(file)))
+
+
+@model_app.command("edit")
+def edit(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME"), file: Path = _FILE) -> None:
+    """Replaces NAME's whole definition with FILE's (its name must stay NAME)."""
+    _report(_send(ctx, "PUT", f"control/models/{_path(name)}", _definition(file)))
+
+
+@model_app.command("remove")
+def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
+    """Removes NAME from the catalog; its replicas are stopped."""
+    _report(call(ctx, "DELETE", f"control/models/{_path(name)}", by=_actor()))
+
+
+@model_app.command("scale")
+def scale(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME"),
+    minimum: int = typer.Option(..., "--min", help="Replicas kept running (0: none kept)."),
+    maximum: int = typer.Option(..., "--max", help="Most replicas load may bring (0 with --min 0: off)."),
+) -> None:
+    """Sets NAME's scaling.min and scaling.max."""
+    _report(
+        call(
+            ctx, "POST", f"control/models/{_path(name)}/scale", {"min": minimum, "max": maximum}, by=_actor()
+        )
+    )

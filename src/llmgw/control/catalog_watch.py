@@ -1,0 +1,71 @@
+"""Picking up runtime catalog changes made through another server.
+
+The server that takes a change applies it at once; every other server sharing the store
+finds it by polling the table's version (row count and latest `updated_at`) every
+`control.interval` and, when that moved, loading the merged catalog and handing it on.
+Polling a two-number aggregate is cheap enough at that period that no notification
+channel is needed, and it works the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from llmgw.catalog import Catalog
+from llmgw.control.catalog_store import CatalogStore
+from llmgw.errors import ConfigError, StoreError
+
+log = logging.getLogger(__name__)
+
+Version = tuple[int, float | None]
+
+
+class CatalogWatcher:
+    """Calls `apply` with the merged catalog whenever the stored entries change."""
+
+    def __init__(self, catalogs: CatalogStore, apply: Callable[[Catalog], None], interval: timedelta) -> None:
+        self._catalogs = catalogs
+        self._apply = apply
+        self._interval = interval
+        self._seen: Version | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def check(self) -> bool:
+        """One poll; returns whether a changed catalog was applied. A store that cannot be
+        reached, or entries that no longer make a valid catalog, keep the catalog in force
+        (logged): the next poll tries again."""
+        try:
+            version = await self._catalogs.version()
+            if version == self._seen:
+                return False
+            runtime = await self._catalogs.load()
+        except StoreError as exc:
+            log.warning("catalog watch: the store cannot be read, keeping the catalog in force: %s", exc)
+            return False
+        except ConfigError as exc:
+            log.error("catalog watch: the stored catalog is refused, keeping the one in force: %s", exc)
+            self._seen = version
+            return False
+        self._seen = version
+        self._apply(runtime.catalog)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await self.check()
+            await asyncio.sleep(self._interval.total_seconds())
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name="catalog-watch")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
