@@ -81,7 +81,8 @@ function init(args)
    end
    headers = {
       ["Content-Type"] = "application/json",
-      ["Authorization"] = "Bearer sk-bench",
+      -- The llmgw-auth target's key (bench/router/auth_setup.py); the others ignore it.
+      ["Authorization"] = "Bearer llmgw-benchkey-overhead-benchmark-fixed-secret-not-for-use-anywhere-else",
    }
 end
 

@@ -186,6 +186,11 @@ class Proc:
                     os.kill(pid, signal.SIGKILL)
 
 
+BENCH_KEY = "llmgw-benchkey-overhead-benchmark-fixed-secret-not-for-use-anywhere-else"
+"""The API key every request carries: the llmgw-auth target's (auth_setup.py puts it in
+its store; chat.lua sends the same), which the other targets ignore."""
+
+
 def post(port: int, body: bytes, timeout_s: float = 30.0) -> tuple[int, str, bytes]:
     """(status, content type, body) of POST /v1/chat/completions on 127.0.0.1:port."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
@@ -194,7 +199,7 @@ def post(port: int, body: bytes, timeout_s: float = 30.0) -> tuple[int, str, byt
             "POST",
             "/v1/chat/completions",
             body=body,
-            headers={"Content-Type": "application/json", "Authorization": "Bearer sk-bench"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {BENCH_KEY}"},
         )
         resp = conn.getresponse()
         return resp.status, resp.getheader("Content-Type") or "", resp.read()

@@ -129,6 +129,24 @@ BUILTIN: tuple[Target, ...] = (
         startup_timeout_s=60.0,
     ),
     Target(
+        name="llmgw-auth",
+        port=18113,
+        command=(
+            "sh",
+            "-c",
+            "{root}/.venv/bin/python {root}/bench/router/auth_setup.py {run_dir}/llmgw-auth.db && "
+            "exec {root}/.venv/bin/llmgw server --config {root}/bench/router/llmgw-auth.yaml",
+        ),
+        env=(
+            ("LLMGW_ADMIN_TOKEN_FILE", "{run_dir}/llmgw-auth-admin-token"),
+            ("LLMGW_AUTH__STORE", "{run_dir}/llmgw-auth.db"),
+        ),
+        note="llmgw server --config bench/router/llmgw-auth.yaml: the llmgw target with auth on (key, RPM, "
+        "TPM, budgets at org, team and project, usage records to SQLite)",
+        optional=True,
+        startup_timeout_s=60.0,
+    ),
+    Target(
         name="llmgw-plain",
         port=18110,
         command=("{root}/.venv/bin/llmgw", "server", "--config", "{root}/bench/router/llmgw-plain.yaml"),
