@@ -102,6 +102,8 @@ def main() -> int:
         points.append((0.0, rss_kib(gateway.pid)))
         while time.monotonic() - started < args.minutes * 60:
             result = run_wrk(target.port, args.mode, args.concurrency, args.segment, core=1)
+            # wrk reports requests and microseconds; the rate is worked out here.
+            result["rps"] = result.get("requests", 0) / max(result.get("duration_us", 0) / 1e6, 1e-9)
             at = time.monotonic() - started
             rss = rss_kib(gateway.pid)
             points.append((at, rss))

@@ -20,9 +20,11 @@ from llmgw.core.durations import Duration
 from llmgw.core.strict import Strict
 from llmgw.hardware.gpus import GPUNeed, classes_meeting, is_mig_class
 
-CPU_ENGINES: tuple[str, ...] = ("llamacpp",)
+CPU_ENGINES: tuple[str, ...] = ("llamacpp", "sim")
 """Engines that can serve without a card. Only these may leave the GPU out: otherwise
-an omitted class would become a replica placed on a machine with nothing to run it."""
+an omitted class would become a replica placed on a machine with nothing to run it.
+The simulated engine runs on any machine, so a sim profile without a class is a CPU
+profile: what a cluster with no cards (and `llmgw server` out of the box) places."""
 
 
 def cpu_capable(engine: str) -> bool:

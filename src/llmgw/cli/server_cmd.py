@@ -11,8 +11,7 @@ import uvloop
 
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
-from llmgw.server.embedded import EMBEDDED_MODEL, embedded_settings
-from llmgw.server.listen import split_listen
+from llmgw.server.embedded import describe, embedded_settings
 from llmgw.server.runner import serve
 
 
@@ -35,13 +34,7 @@ def server(
     try:
         if config is None:
             with embedded_settings(dict(os.environ)) as settings:
-                host, port = split_listen(settings.listen, "listen")
-                shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-                typer.echo(
-                    f"llmgw: embedded defaults; the simulated model {EMBEDDED_MODEL!r} "
-                    f"answers at http://{shown}:{port}/v1",
-                    err=True,
-                )
+                typer.echo(describe(settings), err=True)
                 uvloop.run(serve(settings))
         else:
             uvloop.run(serve(load_settings(config), config_dir=config.parent))

@@ -107,7 +107,11 @@ class FlowControl:
         self._endpoints = endpoints
         self._targets = targets
         self._slo = slo
-        self._activator = activator or NoActivator()
+        # Public so the control plane, built after the gateway, can take the seam.
+        self.activator: Activator = activator or NoActivator()
+        self.last_asked: dict[str, float] = {}
+        """When each model was last asked for (this clock): how the control plane tells an
+        on-demand model in use from an idle one. One dict store per request."""
         self._clock = clock
         self._models: dict[str, ModelFlow] = {}
         self._kick = asyncio.Event()
@@ -145,6 +149,7 @@ class FlowControl:
     def admit_now(self, model: str, band: BandRule) -> bool:
         """Whether the request may be sent at once (the unloaded case); when not, the
         caller waits with `wait`."""
+        self.last_asked[model] = self._clock()
         if not self.rules.enabled:
             return True
         if not self._endpoints.for_model(model):
@@ -184,7 +189,7 @@ class FlowControl:
         return any(flow.queued() for flow in self._models.values())
 
     async def _await_replica(self, model: str) -> None:
-        self._activator.activate(model)
+        self.activator.activate(model)
         wait = self.rules.activation_wait
         published = self._endpoints.published(model)
         try:

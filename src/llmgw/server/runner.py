@@ -23,6 +23,8 @@ from granian.server.embed import Server
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
+from llmgw.control.plane import ControlPlane
+from llmgw.server.endpoints_static import static_specs
 from llmgw.server.gateway import Gateway
 from llmgw.server.listen import split_listen
 from llmgw.store import Store
@@ -81,6 +83,19 @@ async def _auth(
         await store.close()
 
 
+async def start_control_plane(settings: Settings, gateway: Gateway) -> ControlPlane | None:
+    """With `control.enabled`: the control plane, listening for agents, publishing into
+    the gateway's endpoints, and taking the router's seams (requests waiting for a model
+    with no replica, and when each model was last asked for)."""
+    if not settings.control.enabled:
+        return None
+    plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings))
+    gateway.flow.activator = plane
+    plane.watch_requests(gateway.flow.last_asked, gateway.clock)
+    await plane.start()
+    return plane
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event | None = None, config_dir: Path | None = None
 ) -> None:
@@ -96,6 +111,7 @@ async def serve(
         servers = listeners(settings, gateway)
         serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
         background = await gateway.background()
+        control = await start_control_plane(settings, gateway)
         log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
         try:
             await stop.wait()
@@ -103,6 +119,8 @@ async def serve(
             for s in servers:
                 s.stop()  # type: ignore[no-untyped-call]
             await asyncio.gather(*serving, return_exceptions=True)
+            if control is not None:
+                await control.close()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

@@ -1,0 +1,73 @@
+"""What the control plane tells the router: the replicas requests may go to.
+
+The router's `EndpointRegistry.publish` replaces the whole set, so every publication is
+the static endpoints of the configuration plus each replica that is ready and not on
+its way out. A replica is published only once its agent reported it ready (health
+answered 200), and withdrawn as soon as the control plane decides to stop it, before
+the stop order is sent: the gateway stops choosing it while the requests it already
+has finish (`drained`).
+
+Publishing is skipped when the set did not change, so a pass with nothing to do costs
+the router nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from llmgw.catalog import Catalog
+from llmgw.control.replicas import ReplicaRecord
+from llmgw.router.endpoints import Endpoint, EndpointRegistry, EndpointSpec
+
+
+def routable(record: ReplicaRecord) -> bool:
+    """Whether requests may go to the replica: ready, with an address, not being stopped."""
+    return record.phase == "ready" and not record.stop_reason and bool(record.url)
+
+
+def replica_spec(record: ReplicaRecord, catalog: Catalog, api_key: str) -> EndpointSpec:
+    """How the router knows one replica."""
+    model = catalog.resolve(record.model)
+    profile = model.profile_by_name(record.profile) if model is not None else None
+    head = record.parts[0]
+    engine = head.report.engine if head.report is not None else ""
+    return EndpointSpec(
+        id=record.id,
+        url=record.url,
+        models=(record.model,),
+        engine=engine or (profile.engine if profile is not None else ""),
+        api_key=api_key,
+        weight=profile.weight if profile is not None and profile.weight > 0 else 1.0,
+        pool=record.model,
+        labels={"node": head.assignment.node_id, "profile": record.profile},
+    )
+
+
+class Publisher:
+    """Keeps the router's endpoint set equal to static endpoints + routable replicas."""
+
+    def __init__(self, registry: EndpointRegistry, static: Sequence[EndpointSpec] = ()) -> None:
+        self.registry = registry
+        self.static = tuple(static)
+        self._published: tuple[EndpointSpec, ...] | None = None
+
+    def sync(
+        self, records: Iterable[ReplicaRecord], catalog: Catalog, api_key: Callable[[str], str]
+    ) -> list[str]:
+        """Publishes the set in force; returns the ids withdrawn by this call."""
+        replicas = sorted(
+            (replica_spec(r, catalog, api_key(r.id)) for r in records if routable(r)), key=lambda s: s.id
+        )
+        specs = (*self.static, *replicas)
+        if specs == self._published:
+            return []
+        self._published = specs
+        return self.registry.publish(specs)
+
+    def published_ids(self) -> set[str]:
+        return {spec.id for spec in self._published or ()}
+
+    def endpoint(self, replica_id: str) -> Endpoint | None:
+        """The router's live view of a published replica: its in-flight count is what a
+        drain waits on, and the object outlives its withdrawal while requests hold it."""
+        return self.registry.get(replica_id)
