@@ -70,7 +70,7 @@ class AdminApi:
     ) -> None:
         self._token = token
         self._handlers = Handlers(settings, store, gate, clock)
-        self._control = control
+        self.control = control
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -100,11 +100,11 @@ class AdminApi:
         parts = [part for part in rest.split("/") if part]
         if parts and parts[0] == "control":
             # Its own routes and errors; its bodies may be YAML, so they pass through raw.
-            if self._control is None:
+            if self.control is None:
                 raise NotFound(
                     "this server runs no control plane, so /api/control is not here", code="unknown_route"
                 )
-            return await self._control.handle(method, parts[1:], query, body)
+            return await self.control.handle(method, parts[1:], query, body)
         try:
             data = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError as exc:

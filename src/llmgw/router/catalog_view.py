@@ -45,6 +45,10 @@ class ModelsView:
         self._catalog = catalog
         self._endpoints = endpoints
 
+    def replace(self, catalog: Catalog) -> None:
+        """A runtime catalog change: listed from now on."""
+        self._catalog = catalog
+
     def _simulated(self, model: Model) -> bool:
         if model.profiles:
             return model.simulated

@@ -33,10 +33,17 @@ class SloTracker:
     """Recent latencies per model, against their objectives."""
 
     def __init__(self, objectives: dict[str, Objective]) -> None:
-        self._objectives = {m: o for m, o in objectives.items() if o.ttft_p99 > 0 or o.tpot_p99 > 0}
+        self._objectives: dict[str, Objective] = {}
         self._ttft: dict[str, deque[tuple[float, float]]] = {}
         self._tpot: dict[str, deque[tuple[float, float]]] = {}
         self._verdicts: dict[str, tuple[float, bool]] = {}
+        self.replace(objectives)
+
+    def replace(self, objectives: dict[str, Objective]) -> None:
+        """New objectives (a runtime catalog change); what was observed is kept, and each
+        model's verdict is worked out again on the next look."""
+        self._objectives = {m: o for m, o in objectives.items() if o.ttft_p99 > 0 or o.tpot_p99 > 0}
+        self._verdicts.clear()
 
     def observe(self, model: str, now: float, ttft: float | None, tpot: float | None) -> None:
         if model not in self._objectives:

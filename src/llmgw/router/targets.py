@@ -43,6 +43,10 @@ class TargetResolver:
         self._catalog = catalog
         self._default_profile = default_profile
 
+    def replace(self, catalog: Catalog) -> None:
+        """A runtime catalog change: names resolve against `catalog` from now on."""
+        self._catalog = catalog
+
     def _for_model(self, model: Model, engine_model: str, owner: str = "") -> Target:
         return Target(
             model=model.name,

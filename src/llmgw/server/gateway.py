@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from llmgw.auth.gate import AuthGate
 from llmgw.auth.usage import UsageEvent
+from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
@@ -81,12 +82,7 @@ class Gateway:
             stale_after=_seconds(router.stale_after),
         )
         admission = router.admission
-        self.slo = SloTracker(
-            {
-                m.name: Objective(m.slo.ttft_p99.total_seconds(), m.slo.tpot_p99.total_seconds())
-                for m in self.catalog.models()
-            }
-        )
+        self.slo = SloTracker(_objectives(self.catalog))
         self.flow = FlowControl(
             FlowRules(
                 enabled=admission.enabled,
@@ -150,11 +146,13 @@ class Gateway:
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
         )
+        self.resolver = TargetResolver(self.catalog, router.default_profile)
+        self.models_view = ModelsView(self.catalog, self.endpoints)
         self.app = GatewayApp(
-            TargetResolver(self.catalog, router.default_profile),
+            self.resolver,
             self.endpoints,
             self.dispatcher,
-            ModelsView(self.catalog, self.endpoints),
+            self.models_view,
             router.max_body_bytes,
             router.session_header,
             self.departures,
@@ -166,6 +164,14 @@ class Gateway:
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
+
+    def replace_catalog(self, catalog: Catalog) -> None:
+        """A runtime catalog change (the control plane's): requests resolve names, list
+        models and check limits against `catalog` from now on."""
+        self.catalog = catalog
+        self.resolver.replace(catalog)
+        self.models_view.replace(catalog)
+        self.slo.replace(_objectives(catalog))
 
     def _observe_latency(self, record: UsageRecord, tokens: Tokens | None) -> None:
         """Feeds the SLO tracker from finished requests (off the request path)."""
@@ -211,3 +217,10 @@ class Gateway:
     def close(self) -> None:
         self.usage.drain()
         self.client.close()
+
+
+def _objectives(catalog: Catalog) -> dict[str, Objective]:
+    return {
+        m.name: Objective(m.slo.ttft_p99.total_seconds(), m.slo.tpot_p99.total_seconds())
+        for m in catalog.models()
+    }

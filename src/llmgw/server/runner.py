@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,7 @@ from granian.server.embed import Server
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
-from llmgw.control.plane import ControlPlane
-from llmgw.server.endpoints_static import static_specs
+from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
 from llmgw.server.listen import split_listen
 from llmgw.store import Store
@@ -59,10 +59,17 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Server]:
     return servers
 
 
+@dataclass(frozen=True)
+class Tenancy:
+    """What auth brings to a server: its store, the gate and the admin API."""
+
+    store: Store
+    gate: AuthGate
+    api: AdminApi
+
+
 @contextlib.asynccontextmanager
-async def _auth(
-    settings: Settings, config_dir: Path | None
-) -> AsyncIterator[tuple[AuthGate, AdminApi] | None]:
+async def _auth(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
     """With auth on: the store opened (and upgraded), the gate started with every key
     read, and the admin API behind its token; all closed again on the way out."""
     if not settings.auth.enabled:
@@ -76,24 +83,11 @@ async def _auth(
             token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))
             token = admin_token.load_or_create(token_file)
             log.info("admin API on %s/api; its token is in %s", settings.admin_listen, token_file)
-            yield gate, AdminApi(settings, store, token, gate)
+            yield Tenancy(store, gate, AdminApi(settings, store, token, gate))
         finally:
             await gate.close()
     finally:
         await store.close()
-
-
-async def start_control_plane(settings: Settings, gateway: Gateway) -> ControlPlane | None:
-    """With `control.enabled`: the control plane, listening for agents, publishing into
-    the gateway's endpoints, and taking the router's seams (requests waiting for a model
-    with no replica, and when each model was last asked for)."""
-    if not settings.control.enabled:
-        return None
-    plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings))
-    gateway.flow.activator = plane
-    plane.watch_requests(gateway.flow.last_asked, gateway.clock)
-    await plane.start()
-    return plane
 
 
 async def serve(
@@ -105,13 +99,15 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with _auth(settings, config_dir) as auth:
-        gate, api = auth if auth is not None else (None, None)
-        gateway = Gateway(settings, auth=gate, admin_api=api)
+    async with _auth(settings, config_dir) as tenancy:
+        api = tenancy.api if tenancy is not None else None
+        gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
         servers = listeners(settings, gateway)
         serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
         background = await gateway.background()
-        control = await start_control_plane(settings, gateway)
+        control = await start_control(settings, gateway, tenancy.store if tenancy is not None else None)
+        if api is not None and control is not None:
+            api.control = control.routes
         log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
         try:
             await stop.wait()
