@@ -59,18 +59,26 @@ def current_periods(now: float) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _periods_of_day(day: int) -> tuple[tuple[str, int], ...]:
-    # Charged once per request: a calendar computation per request would cost more
-    # than the rest of accounting, and the answer only changes at midnight.
+def _periods_of_day(day: int) -> Mapping[str, int]:
+    # Looked up on every request: a calendar computation per request would cost more
+    # than the rest of accounting, and the answer only changes at midnight. Shared by
+    # every caller, so never to be changed.
     noon = day * _DAY_S + _DAY_S / 2
-    return tuple((period, period_start(period, noon)) for period in PERIODS)
+    return {period: period_start(period, noon) for period in PERIODS}
+
+
+@functools.lru_cache(maxsize=1024)
+def _spend_keys(scopes: tuple[str, ...], day: int) -> tuple[SpendKey, ...]:
+    """The ledger keys a cost on `day` is added to: each scope in each period. The same
+    few payers pay all day, so the keys are made once rather than per request."""
+    return tuple((scope, period, start) for period, start in _periods_of_day(day).items() for scope in scopes)
 
 
 def spend_deltas(scopes: Iterable[str], cost_micros: int, ts: float) -> dict[SpendKey, int]:
     """What one request adds to the ledger: its cost, for each scope and period."""
     if cost_micros <= 0:
         return {}
-    periods = current_periods(ts)
+    periods = _periods_of_day(int(ts // _DAY_S))
     return {(scope, period, start): cost_micros for scope in scopes for period, start in periods.items()}
 
 
@@ -85,7 +93,7 @@ def aggregate_spend(items: Iterable[tuple[tuple[str, ...], float, int]]) -> dict
             by_day[key] = by_day.get(key, 0) + cost
     out: dict[SpendKey, int] = {}
     for (scopes, day), cost in by_day.items():
-        for period, start in _periods_of_day(day):
+        for period, start in _periods_of_day(day).items():
             for scope in scopes:
                 spend_key = (scope, period, start)
                 out[spend_key] = out.get(spend_key, 0) + cost
@@ -100,13 +108,19 @@ class BudgetLedger:
         self._unwritten: dict[SpendKey, int] = {}
 
     def spent(self, scope: str, period: str, now: float) -> int:
-        key = (scope, period, _periods_of_day(int(now // _DAY_S))[PERIODS.index(period)][1])
+        key = (scope, period, _periods_of_day(int(now // _DAY_S))[period])
         return self._known.get(key, 0) + self._unwritten.get(key, 0)
 
     def exceeded(self, rules: Sequence[BudgetRule], now: float) -> BudgetRule | None:
         """The first budget among `rules` that is spent, or None."""
+        if not rules:
+            return None
+        # `spent` for each rule, with the periods looked up once per request.
+        starts = _periods_of_day(int(now // _DAY_S))
+        known, unwritten = self._known, self._unwritten
         for rule in rules:
-            if self.spent(rule.scope, rule.period, now) >= rule.budget_micros:
+            key = (rule.scope, rule.period, starts[rule.period])
+            if known.get(key, 0) + unwritten.get(key, 0) >= rule.budget_micros:
                 return rule
         return None
 
@@ -114,6 +128,15 @@ class BudgetLedger:
         """Spend this gateway has incurred and not yet written."""
         for key, cost in deltas.items():
             self._unwritten[key] = self._unwritten.get(key, 0) + cost
+
+    def charge_request(self, scopes: tuple[str, ...], cost_micros: int, ts: float) -> None:
+        """`charge(spend_deltas(scopes, cost_micros, ts))`, without the dictionary in
+        between: it runs on every request of a principal with budgets."""
+        if cost_micros <= 0:
+            return
+        unwritten = self._unwritten
+        for key in _spend_keys(scopes, int(ts // _DAY_S)):
+            unwritten[key] = unwritten.get(key, 0) + cost_micros
 
     def written(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend now in the store: known from here on, until the next pull says more."""

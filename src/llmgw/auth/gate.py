@@ -32,12 +32,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NoReturn
 
 from llmgw.auth import windows
 from llmgw.auth.budgets import BudgetLedger, current_periods, period_end
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
-from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
+from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Taken, Verdict
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
 from llmgw.auth.principal import Principal
 from llmgw.auth.usage import UsageEvent, UsageWriter, cost_micros, usage_row
@@ -73,12 +74,25 @@ Check = tuple[Dimension, LimitRule, int, Verdict]
 @dataclass(slots=True)
 class Admission:
     """A request let through: what was counted, and (`headers`) OpenAI's x-ratelimit-*
-    headers for the answer, worked out only when asked for."""
+    headers for the answer. Made on every request, so it keeps the bare judgement and
+    works out the checks and headers only when asked for."""
 
     principal: Principal
     model: str
     counted_tokens: int
-    checks: tuple[Check, ...] = ()
+    taken: Taken
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """The limits judged: dimension, rule, amount counted, verdict."""
+        out: list[Check] = []
+        rpm, tpm = self.principal.rpm, self.principal.tpm
+        if rpm is not None and self.taken.requests is not None:
+            out.append((REQUESTS, rpm, 1, Verdict(True, self.taken.requests[0], 0.0, self.taken.requests[1])))
+        if tpm is not None and self.taken.tokens is not None:
+            estimate, reset = self.taken.tokens
+            out.append((TOKENS, tpm, self.counted_tokens, Verdict(True, estimate, 0.0, reset)))
+        return tuple(out)
 
     @property
     def headers(self) -> list[tuple[str, str]]:
@@ -335,28 +349,30 @@ class AuthGate:
                 retry_after=max(renews - now, 1.0),
             )
         cost = max(prompt_tokens_estimate, 0)
-        checks: list[tuple[Dimension, LimitRule, int, Verdict]] = []
+        rpm, tpm = principal.rpm, principal.tpm
+        taken = self.counters.take(rpm, tpm, cost, now)
+        if taken is None:
+            self._refuse_rate(principal, cost, now)
+        return Admission(principal, model, cost if tpm is not None else 0, taken)
+
+    def _refuse_rate(self, principal: Principal, cost: int, now: float) -> NoReturn:
+        """The 429 for a request `SharedCounters.take` refused: each limit judged again
+        (nothing was counted, so the same verdicts), the one to wait longest for named."""
+        checks: list[Check] = []
         for dim, rule, amount in ((REQUESTS, principal.rpm, 1), (TOKENS, principal.tpm, cost)):
             if rule is not None:
                 checks.append((dim, rule, amount, self.counters.judge(rule, dim, amount, now)))
         refused = [check for check in checks if not check[3].allowed]
-        if refused:
-            self.metrics.refused(principal.tenant(self.metrics.level), "rate_limit")
-            dim, rule, _, verdict = max(refused, key=lambda check: check[3].retry_after)
-            unit = "requests" if dim == REQUESTS else "tokens"
-            raise RateLimitExceeded(
-                f"rate limit reached: {rule.limit} {unit} a minute ({rule.source} limit of {rule.scope}); "
-                f"retry in {math.ceil(verdict.retry_after)}s",
-                code="rate_limit_exceeded",
-                retry_after=max(verdict.retry_after, 0.001),
-                headers=_headers(checks, after=False),
-            )
-        for dim, rule, amount, _ in checks:
-            self.counters.add(
-                rule.scope, amount if dim == REQUESTS else 0, amount if dim == TOKENS else 0, now
-            )
-        counted = cost if principal.tpm is not None else 0
-        return Admission(principal, model, counted, tuple(checks))
+        self.metrics.refused(principal.tenant(self.metrics.level), "rate_limit")
+        dim, rule, _, verdict = max(refused, key=lambda check: check[3].retry_after)
+        unit = "requests" if dim == REQUESTS else "tokens"
+        raise RateLimitExceeded(
+            f"rate limit reached: {rule.limit} {unit} a minute ({rule.source} limit of {rule.scope}); "
+            f"retry in {math.ceil(verdict.retry_after)}s",
+            code="rate_limit_exceeded",
+            retry_after=max(verdict.retry_after, 0.001),
+            headers=_headers(checks, after=False),
+        )
 
     def record(self, usage: UsageEvent) -> None:
         """Accounts one finished request: replaces the token estimate counted at admission
@@ -364,16 +380,21 @@ class AuthGate:
         blocks; a full buffer drops the record and counts it."""
         principal = usage.principal
         cost = cost_micros(self._auth.price(usage.model), usage.prompt_tokens, usage.completion_tokens)
-        if principal is not None and principal.tpm is not None:
-            actual = usage.prompt_tokens + usage.completion_tokens
-            self.counters.add(principal.tpm.scope, 0, actual - usage.counted_tokens, usage.finished_at)
-        tenant = principal.tenant(self.metrics.level) if principal is not None else None
+        tenant: str | None = None
+        scopes: tuple[str, ...] = ()
+        budgeted = False
+        if principal is not None:
+            if principal.tpm is not None:
+                correction = usage.prompt_tokens + usage.completion_tokens - usage.counted_tokens
+                if correction:
+                    self.counters.add(principal.tpm.scope, 0, correction, usage.finished_at)
+            tenant = principal.tenant(self.metrics.level)
+            scopes = principal.spend_scopes
+            # Only a principal with budgets needs its spend counted before the store has it.
+            budgeted = bool(principal.budgets)
         self.metrics.counted(
             tenant, usage.model, usage.status, usage.prompt_tokens, usage.completion_tokens, usage.tags
         )
-        scopes = principal.spend_scopes if principal is not None else ()
-        # Only a principal with budgets needs its spend counted before the store has it.
-        budgeted = principal is not None and bool(principal.budgets)
         self.writer.offer(usage_row(usage, cost), scopes, charge=budgeted)
 
     def _pipeline_state(self) -> PipelineState:

@@ -57,6 +57,18 @@ class Verdict(NamedTuple):
     reset_after: float
 
 
+Fit = tuple[float, float]
+"""A limit's estimate of the last window before a request that fits, and the seconds
+until its count is back to nothing (`Verdict.estimate`, `Verdict.reset_after`)."""
+
+
+class Taken(NamedTuple):
+    """What `SharedCounters.take` judged, per dimension (None: no such limit)."""
+
+    requests: Fit | None
+    tokens: Fit | None
+
+
 @dataclass(slots=True)
 class _Entry:
     window: int
@@ -117,23 +129,28 @@ class SharedCounters:
         self._entries: dict[str, _Entry] = {}
 
     def _entry(self, scope: str, now: float) -> _Entry:
-        start = windows.window_start(now, self.window_s)
+        return self._entry_at(scope, windows.window_start(now, self.window_s))
+
+    def _entry_at(self, scope: str, start: int) -> _Entry:
         entry = self._entries.get(scope)
         if entry is None:
             entry = self._entries[scope] = _Entry(start)
-        else:
+        elif entry.window != start:
             entry.roll(start, self.window_s)
         return entry
 
     def _parts(self, entry: _Entry, dim: Dimension) -> tuple[float, float, float]:
         """The previous window's total and the current one's, each with the bet on what
         others did unseen, and this gateway's count since its last exchange."""
+        local, local_prev = entry.local[dim], entry.local_prev[dim]
+        previous = local_prev + entry.remote_prev[dim]
+        current = local + entry.remote[dim]
         others = self.gateways - 1
-        unseen_prev = max(entry.local_prev[dim] - entry.before_prev[dim], 0) * others
-        unseen = max(entry.local[dim] - entry.before[dim], 0) * others
-        previous = entry.local_prev[dim] + entry.remote_prev[dim] + unseen_prev
-        current = entry.local[dim] + entry.remote[dim] + unseen
-        return previous, current, max(entry.local[dim] - entry.synced[dim], 0)
+        if others:  # alone, there is nobody to bet on (and this runs on every request)
+            previous += max(local_prev - entry.before_prev[dim], 0) * others
+            current += max(local - entry.before[dim], 0) * others
+        since = local - entry.synced[dim]
+        return previous, current, since if since > 0 else 0
 
     def judge(self, rule: LimitRule, dim: Dimension, cost: int, now: float) -> Verdict:
         """Whether `cost` more fits under the rule now; changes nothing."""
@@ -146,6 +163,49 @@ class SharedCounters:
             wait = windows.retry_after(previous, current, rule.limit, cost, now, entry.window, self.window_s)
         reset = windows.until_reset(previous, current, now, entry.window, self.window_s)
         return Verdict(allowed, est, wait, reset)
+
+    def take(self, rpm: LimitRule | None, tpm: LimitRule | None, tokens: int, now: float) -> Taken | None:
+        """Admission's usual case in one pass: judges one request against its RPM rule
+        (cost 1) and `tokens` against its TPM rule, as `judge` does, and when both fit
+        counts them (as `add` does) and returns what the answer's headers need. None
+        when either is refused, with nothing counted: `judge` then says why.
+
+        It exists because admission runs on every request: one window computation and
+        one counter lookup for the two rules when they share a scope (a limit written on
+        a project is usually both), and no `Verdict` unless someone asks."""
+        start = windows.window_start(now, self.window_s)
+        requests_entry = tokens_entry = None
+        requests_fit = tokens_fit = None
+        if rpm is not None:
+            requests_entry = self._entry_at(rpm.scope, start)
+            requests_fit = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
+            if requests_fit is None:
+                return None
+        if tpm is not None:
+            if requests_entry is not None and rpm is not None and rpm.scope == tpm.scope:
+                tokens_entry = requests_entry
+            else:
+                tokens_entry = self._entry_at(tpm.scope, start)
+            tokens_fit = self._fit(tokens_entry, TOKENS, tpm.limit, tokens, now)
+            if tokens_fit is None:
+                return None
+        # Counted only once both fit, so a refusal by one rule leaves the other untouched.
+        if requests_entry is not None:
+            requests_entry.local[REQUESTS] += 1
+            requests_entry.dirty = True
+        if tokens_entry is not None:
+            tokens_entry.local[TOKENS] += tokens
+            tokens_entry.dirty = True
+        return Taken(requests_fit, tokens_fit)
+
+    def _fit(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> Fit | None:
+        """`judge`'s decision for an entry already rolled to `now`'s window: the estimate
+        and the time to reset when `cost` fits, else None."""
+        previous, current, since = self._parts(entry, dim)
+        est = windows.estimate(previous, current, now, entry.window, self.window_s)
+        if est + self.gateways * cost <= limit or (since == 0 and est + cost <= limit):
+            return est, windows.until_reset(previous, current, now, entry.window, self.window_s)
+        return None
 
     def add(self, scope: str, requests: int, tokens: int, now: float) -> None:
         """Counts admitted work (tokens may be negative: a correction of an estimate)."""

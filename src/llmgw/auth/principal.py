@@ -37,11 +37,16 @@ class Principal:
     def tenant(self, level: str) -> str | None:
         """The label value of per-tenant metrics at `level` (org, team or project);
         personal use is `personal`; None for the level `none`."""
-        if level not in TENANT_LEVELS:
+        # Asked on every request, hence comparisons rather than a dictionary built per call.
+        if level == "org":
+            found = self.org_id
+        elif level == "team":
+            found = self.team_id
+        elif level == "project":
+            found = self.project_id
+        else:
             return None
-        if self.kind == "personal":
-            return "personal"
-        return {"org": self.org_id, "team": self.team_id, "project": self.project_id}[level]
+        return "personal" if self.kind == "personal" else found
 
     def owns(self, owner: str) -> bool:
         """Whether the caller is inside `owner` (org:ID, team:ID, project:ID, user:ID or key:ID)."""

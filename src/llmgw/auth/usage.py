@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.auth.budgets import BudgetLedger, aggregate_spend, spend_deltas
+from llmgw.auth.budgets import BudgetLedger, SpendKey, aggregate_spend
 from llmgw.auth.principal import Principal
 from llmgw.config.auth import Price
 from llmgw.errors import StoreError
@@ -207,7 +207,7 @@ class UsageWriter:
         once, even when the record cannot be kept. False when it was dropped."""
         charged = charge and row.cost_micros > 0 and bool(scopes)
         if charged:
-            self._ledger.charge(spend_deltas(scopes, row.cost_micros, row.ts))
+            self._ledger.charge_request(scopes, row.cost_micros, row.ts)
         if len(self._buffer) >= self._buffer_size:
             self.counts.dropped += 1
             return False
@@ -223,7 +223,7 @@ class UsageWriter:
             return 0
         batch = [self._buffer.popleft() for _ in range(min(self._batch_size, len(self._buffer)))]
         spend = aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, _ in batch)
-        charged = aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, c in batch if c)
+        charged = self._charged_share(batch, spend)
         self._writing += len(batch)
         try:
             await self._repo.write_batch([row for row, _, _ in batch], spend)
@@ -236,6 +236,18 @@ class UsageWriter:
         self.counts.written += len(batch)
         self.counts.batches += 1
         return len(batch)
+
+    @staticmethod
+    def _charged_share(batch: list[Queued], spend: dict[SpendKey, int]) -> dict[SpendKey, int]:
+        """The part of a batch's spend the ledger already counted (`offer` with `charge`).
+        Nearly always every record of a batch was charged (budgets everywhere) or none
+        was, and then it is all or nothing, without summing the batch a second time."""
+        flags = {charged for _, _, charged in batch}
+        if flags == {True}:
+            return spend
+        if True not in flags:
+            return {}
+        return aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, c in batch if c)
 
     def _requeue(self, batch: list[Queued]) -> None:
         room = max(self._buffer_size - len(self._buffer), 0)

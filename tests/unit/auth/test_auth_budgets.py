@@ -47,3 +47,18 @@ def test_written_spend_moves_to_known_and_a_pull_replaces_it() -> None:
 
 def test_free_requests_add_nothing() -> None:
     assert spend_deltas(["project:p"], 0, 0.0) == {}
+
+
+def test_charging_a_request_is_charging_its_deltas() -> None:
+    now = ts(2026, 5, 31, 23, 59)
+    scopes = ("project:p", "team:t", "org:o")
+    one, other = BudgetLedger(), BudgetLedger()
+    for cost, moment in ((7, now), (5, now + 120), (0, now)):  # the second falls in June
+        one.charge(spend_deltas(scopes, cost, moment))
+        other.charge_request(scopes, cost, moment)
+    for moment in (now, now + 120):
+        for scope in scopes:
+            for period in ("day", "month"):
+                assert one.spent(scope, period, moment) == other.spent(scope, period, moment)
+    assert other.spent("org:o", "month", now) == 7
+    assert other.spent("org:o", "month", now + 120) == 5

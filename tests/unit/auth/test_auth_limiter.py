@@ -142,3 +142,28 @@ def test_a_gateway_late_with_its_exchanges_is_bet_on_for_all_its_silence() -> No
         if tick % 4 == 3:
             store.exchange("b", b, now, 2)
     assert 100 - 4 <= admitted <= 100 + 1
+
+
+@pytest.mark.parametrize("gateways", [1, 3])
+def test_take_judges_and_counts_as_judge_and_add_do(gateways: int) -> None:
+    """Admission's one-pass path against the rules it stands for, limits shared by
+    RPM and TPM (one scope) and apart, through refusals and a window boundary."""
+    rpm, tpm = LimitRule("project:p", 50, "project"), LimitRule("project:p", 4000, "project")
+    key_rpm = LimitRule("key:k", 30, "key")
+    fast, slow = SharedCounters(), SharedCounters()
+    for counters in (fast, slow):
+        counters.gateways = gateways
+    for i in range(400):
+        now = T0 + i * 0.4
+        cost = 40 + i % 70
+        requests_rule = key_rpm if i % 3 else rpm
+        taken = fast.take(requests_rule, tpm, cost, now)
+        verdicts = [slow.judge(requests_rule, REQUESTS, 1, now), slow.judge(tpm, TOKENS, cost, now)]
+        assert (taken is not None) == all(v.allowed for v in verdicts)
+        if taken is not None:
+            assert taken.requests == (verdicts[0].estimate, verdicts[0].reset_after)
+            assert taken.tokens == (verdicts[1].estimate, verdicts[1].reset_after)
+            slow.add(requests_rule.scope, 1, 0, now)
+            slow.add(tpm.scope, 0, cost, now)
+    for scope in ("project:p", "key:k"):
+        assert fast.counted(scope, T0 + 200) == slow.counted(scope, T0 + 200)

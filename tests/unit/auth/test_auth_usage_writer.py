@@ -97,3 +97,19 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
 
 def test_cost_is_per_thousand_tokens() -> None:
     assert cost_micros(Price(prompt_per_1k=1000, completion_per_1k=2000), 1500, 500) == 2500
+
+
+def test_a_batch_mixing_charged_and_uncharged_records_moves_only_the_charged_spend() -> None:
+    async def scenario() -> None:
+        repo, ledger = Repo(), BudgetLedger()
+        w = writer(repo, ledger)
+        for i in range(4):
+            w.offer(row(i, cost=10), ("team:t",), charge=i % 2 == 0)
+        assert ledger.spent("team:t", "day", NOW) == 20
+        await w.flush()
+        assert repo.spend[("team:t", "day", int(NOW // 86_400) * 86_400)] == 40
+        # The charged half moves from unwritten to known, not counted twice; the rest is
+        # the store's, for the next pull to bring.
+        assert ledger.spent("team:t", "day", NOW) == 20
+
+    asyncio.run(scenario())
