@@ -114,6 +114,8 @@ class FlowControl:
         on-demand model in use from an idle one. One dict store per request."""
         self._clock = clock
         self._models: dict[str, ModelFlow] = {}
+        self.activating: dict[str, int] = {}
+        """Requests waiting for a model with no replica to get one, by model."""
         self._kick = asyncio.Event()
         self.counts = FlowCounts()
 
@@ -150,10 +152,10 @@ class FlowControl:
         """Whether the request may be sent at once (the unloaded case); when not, the
         caller waits with `wait`."""
         self.last_asked[model] = self._clock()
+        if not self._endpoints.for_model(model):
+            return False  # even with admission off: it must wait for a replica to start
         if not self.rules.enabled:
             return True
-        if not self._endpoints.for_model(model):
-            return False
         flow = self._flow(model)
         if not flow.queued() and may_admit(band, self._level(model, flow), self._held_back(model, band)):
             self.counts.add(self.counts.admitted, model, band.name)
@@ -166,7 +168,7 @@ class FlowControl:
         past queue_ttl, was shed, found its band's queue full, or its model never got a
         replica within activation_wait."""
         if not self._endpoints.for_model(model):
-            await self._await_replica(model)
+            await self._await_replica(model, band)
             if self.admit_now(model, band):
                 return
         await self._wait(model, self._flow(model), band)
@@ -188,10 +190,21 @@ class FlowControl:
     def _waiting(self) -> bool:
         return any(flow.queued() for flow in self._models.values())
 
-    async def _await_replica(self, model: str) -> None:
+    async def _await_replica(self, model: str, band: BandRule) -> None:
+        # Requests waiting for a model to start hold memory like queued ones, so they
+        # count against the same total bound.
+        if sum(self.activating.values()) >= self.rules.total:
+            self.counts.add(self.counts.shed, model, band.name)
+            raise NoCapacity(
+                f"model {model!r} is starting and too many requests already wait for models to start "
+                "(router.admission.queue_capacity_total); try again shortly",
+                code="queue_full",
+                retry_after=max(1.0, self.rules.activation_wait / 4),
+            )
         self.activator.activate(model)
         wait = self.rules.activation_wait
         published = self._endpoints.published(model)
+        self.activating[model] = self.activating.get(model, 0) + 1
         try:
             await asyncio.wait_for(published.wait(), wait)
         except TimeoutError:
@@ -201,6 +214,12 @@ class FlowControl:
                 code="model_not_ready",
                 retry_after=max(1.0, wait / 4),
             ) from None
+        finally:
+            left = self.activating[model] - 1
+            if left:
+                self.activating[model] = left
+            else:
+                del self.activating[model]
 
     async def _wait(self, model: str, flow: ModelFlow, band: BandRule) -> None:
         queue = flow.queues.setdefault(band.name, deque())

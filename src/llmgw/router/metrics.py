@@ -247,6 +247,14 @@ class FlowCollector(Collector):
             for band, queue in flow.queues.items():
                 depth.add_metric([model, band], len(queue))
         yield depth
+        starting = GaugeMetricFamily(
+            "llmgw_admission_activation_waiting",
+            "Requests waiting for a model with no replica to get one (router.activation_wait).",
+            labels=["model"],
+        )
+        for model, waiting in self._flow.activating.items():
+            starting.add_metric([model], waiting)
+        yield starting
         for name, doc, table in (
             ("llmgw_admission_admitted", "Requests admitted, at once or after waiting.", counts.admitted),
             ("llmgw_admission_queued", "Requests that had to wait to be admitted.", counts.queued),

@@ -224,7 +224,6 @@ def test_admission_off_admits_everything_and_counts_nothing() -> None:
         r = rig(enabled=False)
         r.saturate()
         assert r.flow.admit_now("m", r.flow.band("bronze"))
-        assert r.flow.admit_now("nowhere", r.flow.band("bronze"))
         r.flow.dispatched("m")
         assert r.flow.counts.admitted == {}
         assert r.flow.models() == []
@@ -807,3 +806,37 @@ def test_a_model_that_gets_no_replica_within_activation_wait_is_503_model_not_re
 
 def test_no_activator_is_a_seam_that_does_nothing() -> None:
     assert NoActivator().activate("m") is None
+
+
+def test_with_admission_off_a_model_with_no_replica_still_waits_for_one() -> None:
+    async def test() -> None:
+        activator = RecordingActivator()
+        r = rig(models=("other",), activator=activator, activation_wait=30.0, enabled=False)
+        gold = r.flow.band("gold")
+        assert r.flow.admit_now("other", gold)
+        assert not r.flow.admit_now("cold", gold)
+        task = asyncio.ensure_future(r.flow.wait("cold", gold))
+        await settle()
+        assert activator.asked == ["cold"]
+        r.registry.publish([EndpointSpec(id="cold-r1", url="http://127.0.0.1:9001", models=("cold",))])
+        await asyncio.wait_for(task, 5.0)
+
+    run(test)
+
+
+def test_requests_waiting_for_models_to_start_are_bounded_by_the_total_and_counted() -> None:
+    async def test() -> None:
+        r = rig(models=("other",), activation_wait=30.0, total=2)
+        gold = r.flow.band("gold")
+        waiting = [asyncio.ensure_future(r.flow.wait(model, gold)) for model in ("cold", "cold")]
+        await settle()
+        assert r.flow.activating == {"cold": 2}
+        error = await refusal(r.flow.wait("chilly", gold))
+        assert error.code == "queue_full"
+        assert "queue_capacity_total" in error.message
+        assert r.flow.counts.shed == {("chilly", "gold"): 1}
+        r.registry.publish([EndpointSpec(id="cold-r1", url="http://127.0.0.1:9001", models=("cold",))])
+        await asyncio.wait_for(asyncio.gather(*waiting), 5.0)
+        assert r.flow.activating == {}
+
+    run(test)
