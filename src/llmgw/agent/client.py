@@ -9,6 +9,14 @@ wait doubling from RECONNECT_BASE_S to RECONNECT_MAX_S with jitter (so a restart
 control plane is not hit by every agent in the same instant), and back to the start
 once a connection registers. The engines keep running throughout: nothing here touches
 them.
+
+With several control planes (`--server A:P1,B:P2`, servers sharing one store), only the
+one holding the leader lease accepts agents; the others answer `register` with `error`
+code `not_leader` and close. The agent then dials the next address at once, and waits
+only once every address has failed in a round. A round in which some server answered
+`not_leader` waits at most FOLLOWER_RETRY_MAX_S: a live server said a leader exists or
+is about to (the lease decides within its ttl), and the new leader gives agents only
+`unreachable_after` to come back before it places replicas anew.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import contextlib
 import logging
 import random
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import aiohttp
@@ -26,6 +34,7 @@ import aiohttp
 from llmgw.agent.node import Node
 from llmgw.agent.protocol import (
     AGENT_PATH,
+    NOT_LEADER,
     PROTOCOL_VERSION,
     Error,
     Registered,
@@ -44,12 +53,26 @@ REGISTER_TIMEOUT_S = 30.0
 """How long the control plane may take to answer `register`."""
 PING_INTERVAL_S = 20.0
 """WebSocket pings, which find a dead peer behind a silent network faster than TCP."""
+FOLLOWER_RETRY_MAX_S = 1.0
+"""The longest wait after a round of dials in which a server answered `not_leader`."""
+
+
+class NotLeader(AgentProtocolError):
+    """The control plane dialled does not hold the leader lease."""
 
 
 def reconnect_delay(attempt: int, rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait before dial number `attempt` (0 is the first retry)."""
     base = min(RECONNECT_MAX_S, RECONNECT_BASE_S * float(2 ** min(attempt, 30)))
     return base * (1 - JITTER * rng())
+
+
+def round_delay(round_: int, *, follower_answered: bool, rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after round number `round_` (0 is the first) of dials in which
+    every address failed: the reconnect backoff, capped where a server answered that it
+    does not lead (a leader exists, or will within the lease's ttl)."""
+    delay = reconnect_delay(round_, rng)
+    return min(delay, FOLLOWER_RETRY_MAX_S) if follower_answered else delay
 
 
 def agent_url(server: str, secure: bool) -> str:
@@ -60,14 +83,25 @@ def agent_url(server: str, secure: bool) -> str:
     return f"{'wss' if secure else 'ws'}://{server}{AGENT_PATH}"
 
 
+def agent_urls(servers: str | Sequence[str], secure: bool) -> list[str]:
+    """The WebSocket URLs of the control planes given as `host:port[,host:port...]`
+    (or as a list of host:port), in the order given."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    named = [item.strip() for item in items if item.strip()]
+    if not named:
+        raise AgentError("--server is empty: give the control plane's agent port as host:port")
+    return [agent_url(server, secure) for server in named]
+
+
 class AgentLink:
-    """Keeps one agent connected to its control plane."""
+    """Keeps one agent connected to the control plane that leads, among `servers`
+    (`host:port`, comma-separated, or a list of them)."""
 
     def __init__(
         self,
         node: Node,
         session: aiohttp.ClientSession,
-        server: str,
+        servers: str | Sequence[str],
         *,
         ssl_context: ssl.SSLContext | None,
         server_hostname: str = "",
@@ -75,28 +109,48 @@ class AgentLink:
     ) -> None:
         self.node = node
         self.session = session
-        self.url = agent_url(server, ssl_context is not None)
+        self.urls = agent_urls(servers, ssl_context is not None)
+        self.current = 0
+        """The index in `urls` dialled now, or next."""
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname or None
         self.rng = rng
         self.connected = asyncio.Event()
         self.registrations = 0
 
+    @property
+    def url(self) -> str:
+        return self.urls[self.current]
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Connects, and reconnects, until `stop` is set."""
-        attempt = 0
+        """Connects, and reconnects, until `stop` is set: each round dials every address
+        once, starting with the one that served last, and waits only after a round in
+        which none registered."""
+        round_ = 0
         while not stop.is_set():
-            before = self.registrations
-            try:
-                await self._connection(stop)
-            except (aiohttp.ClientError, OSError, TimeoutError, AgentProtocolError) as exc:
-                log.warning("control plane %s: %s", self.url, exc or type(exc).__name__)
-            finally:
-                self.connected.clear()
-            attempt = 0 if self.registrations > before else attempt + 1
-            if stop.is_set():
-                break
-            delay = reconnect_delay(attempt, self.rng)
+            follower_answered = False
+            registered = False
+            for _ in range(len(self.urls)):
+                before = self.registrations
+                try:
+                    await self._connection(stop)
+                except NotLeader as exc:
+                    follower_answered = True
+                    log.info("control plane %s: %s", self.url, exc)
+                except (aiohttp.ClientError, OSError, TimeoutError, AgentProtocolError) as exc:
+                    log.warning("control plane %s: %s", self.url, exc or type(exc).__name__)
+                finally:
+                    self.connected.clear()
+                if stop.is_set():
+                    return
+                if self.registrations > before:
+                    # It served, then the connection ended: this server is dialled first
+                    # again (a blip), after the shortest wait.
+                    registered = True
+                    break
+                self.current = (self.current + 1) % len(self.urls)
+            round_ = 0 if registered else round_ + 1
+            delay = round_delay(max(round_ - 1, 0), follower_answered=follower_answered, rng=self.rng)
             log.info("control plane %s: dialling again in %.1fs", self.url, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
@@ -145,9 +199,8 @@ class AgentLink:
             )
         message = decode_from_control(frame.data)
         if isinstance(message, Error):
-            raise AgentProtocolError(
-                f"the control plane refused registration: {message.code}: {message.message}"
-            )
+            kind = NotLeader if message.code == NOT_LEADER else AgentProtocolError
+            raise kind(f"the control plane refused registration: {message.code}: {message.message}")
         if not isinstance(message, Registered):
             raise AgentProtocolError(f"the control plane answered register with {message.type}")
         if message.version != PROTOCOL_VERSION:

@@ -23,6 +23,7 @@ import aiohttp
 
 from llmgw.agent.inventory import Inventory
 from llmgw.agent.protocol import (
+    STALE_TERM,
     AgentMessage,
     ControlMessage,
     Error,
@@ -37,7 +38,7 @@ from llmgw.agent.protocol import (
     StartReplica,
     StopReplica,
 )
-from llmgw.agent.state import StateDir
+from llmgw.agent.state import StateDir, TermFence
 from llmgw.agent.supervisor import Replica, Supervisor
 from llmgw.agent.weights import Fetcher, plan_weights
 from llmgw.engines.launch import LaunchContext, ports_needed
@@ -100,6 +101,7 @@ class Node:
             StateDir(config.state_dir), session, port_range=NodeSettings().port_range, on_change=self.emit
         )
         self.fetcher = fetcher or Fetcher(session)
+        self.fence = TermFence(StateDir(config.state_dir).term_path)
         self.settings = NodeSettings()
         self.inventory: Inventory | None = None
         self._inventory_sent: Inventory | None = None
@@ -173,6 +175,25 @@ class Node:
     def handle(self, message: ControlMessage) -> None:
         """Acts on one message; anything slow happens in a task of its own, so orders
         for different replicas do not wait on each other."""
+        if isinstance(message, StartReplica | StopReplica) and not self.fence.admit(message.term):
+            log.warning(
+                "order %s for replica %s refused: term %d, and this node obeys term %d",
+                message.type,
+                message.replica_id,
+                message.term,
+                self.fence.highest,
+            )
+            self.emit(
+                Error(
+                    code=STALE_TERM,
+                    message=(
+                        f"{message.type} carries leader term {message.term}, and this node has obeyed"
+                        f" term {self.fence.highest}: its sender is no longer the leader"
+                    ),
+                    replica_id=message.replica_id,
+                )
+            )
+            return
         if isinstance(message, Registered | Settings):
             self.apply_settings(message.settings)
         elif isinstance(message, StartReplica):

@@ -28,6 +28,10 @@ Rules both sides keep:
   acknowledges the end.
 - Messages are strict: an unknown field or type is an error, answered with `error`
   and otherwise ignored. A field is only ever added together with a new version.
+- Orders are fenced (version 2): each carries the leader's `term`, and an agent refuses
+  one whose term is below the highest it has obeyed (`error`, code `stale_term`). A
+  control plane that does not hold the leader lease refuses `register` (`error`, code
+  `not_leader`) and closes, so an agent given several servers dials the next one.
 """
 
 from __future__ import annotations
@@ -47,11 +51,16 @@ from llmgw.core.strict import Strict
 from llmgw.engines.profile import EngineAdapter, EngineProfile
 from llmgw.errors import AgentProtocolError
 
-PROTOCOL_VERSION = 1
-"""Bumped whenever a message gains, loses or changes a field."""
+PROTOCOL_VERSION = 2
+"""Bumped whenever a message gains, loses or changes a field (2: orders carry `term`)."""
 
 AGENT_PATH = "/agent/v1"
 """The WebSocket's path on `agent_listen`."""
+
+NOT_LEADER = "not_leader"
+"""The `error` code of a control plane that does not hold the leader lease."""
+STALE_TERM = "stale_term"
+"""The `error` code of an agent refusing an order from a deposed leader."""
 
 LOG_TAIL_LINES = 40
 """Lines of an engine's log sent with a replica that failed or crashed."""
@@ -275,6 +284,9 @@ class StartReplica(Strict):
     """The key the engine demands of callers; known only to the gateway and the agent."""
     origin: Origin | None = None
     """The registry repository and per-file checksums the fetched weights must match."""
+    term: int = 0
+    """The leader lease's term its sender held when it decided (a fencing token); 0 where
+    the control plane runs without a lease, which the agent never refuses."""
 
 
 class StopReplica(Strict):
@@ -285,6 +297,8 @@ class StopReplica(Strict):
     drain: Duration = timedelta(0)
     """How long in-flight requests may take to finish before SIGTERM; the gateway has
     stopped sending new ones. 0: no wait."""
+    term: int = 0
+    """As `StartReplica.term`."""
 
 
 class Settings(Strict):
@@ -303,7 +317,9 @@ class Error(Strict):
     type: Literal["error"] = "error"
     code: str
     """`version`, `invalid` (not a protocol message), `unexpected` (a message out of
-    turn), `refused` (an order this node cannot carry out)."""
+    turn), `refused` (an order this node cannot carry out), `not_leader` (this control
+    plane does not hold the leader lease: dial another), `stale_term` (an order whose
+    term is below one this agent has already obeyed)."""
     message: str
     replica_id: str = ""
 

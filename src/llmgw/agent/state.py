@@ -4,6 +4,7 @@ restarts finds its engines again and adopts them instead of starting them anew.
     <state_dir>/replicas/<replica_id>/replica.json   the record (written atomically)
     <state_dir>/replicas/<replica_id>/engine.log     the engine's output, rotated
     <state_dir>/weights/                             fetched weights (`weights`)
+    <state_dir>/term                                 the highest leader term obeyed
 
 A record names the process by its PID *and* its start time in clock ticks since boot
 (field 22 of /proc/<pid>/stat): a PID is reused once its process is gone, and only the
@@ -30,6 +31,7 @@ from llmgw.errors import ReplicaError
 log = logging.getLogger(__name__)
 
 RECORD_NAME = "replica.json"
+TERM_NAME = "term"
 LOG_NAME = "engine.log"
 _REPLICA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -123,6 +125,7 @@ class StateDir:
         self.root = root
         self.replicas = root / "replicas"
         self.weights = root / "weights"
+        self.term_path = root / TERM_NAME
 
     def create(self) -> None:
         self.replicas.mkdir(parents=True, exist_ok=True)
@@ -170,3 +173,52 @@ class StateDir:
     def remove(self, replica_id: str) -> None:
         """Removes the replica's directory, log included."""
         shutil.rmtree(self.replica_dir(replica_id), ignore_errors=True)
+
+
+class TermFence:
+    """The highest leader term whose orders this agent obeyed, kept in the state
+    directory so a restarted agent still refuses a deposed leader.
+
+    Control planes sharing a store take turns leading; each leadership has a term that
+    only grows (docs/control-plane-ha.md). An order stamped with a lower term than one
+    already obeyed comes from a leader that was deposed while it decided (a long pause,
+    a partition): obeying it could start a second replica for a slot its successor has
+    filled. Term 0 is an order from a control plane without a lease, which has no rival
+    and is never refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.highest = self._load()
+
+    def _load(self) -> int:
+        try:
+            return max(int(self.path.read_text().strip() or "0"), 0)
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            # Written atomically, so this is a file someone edited; the next order with
+            # a term writes it again.
+            log.warning("leader term file %s cannot be read, starting from term 0: %s", self.path, exc)
+            return 0
+
+    def admit(self, term: int) -> bool:
+        """Whether an order stamped `term` may be obeyed; a higher term than any seen
+        is written down before the order is acted upon."""
+        if term <= 0:
+            return True
+        if term < self.highest:
+            return False
+        if term > self.highest:
+            self.highest = term
+            self._save(term)
+        return True
+
+    def _save(self, term: int) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(f"{term}\n")
+            os.replace(temporary, self.path)
+        except OSError as exc:
+            # Still fenced in memory; only a restart before the next write forgets it.
+            log.warning("leader term %d could not be written to %s: %s", term, self.path, exc)

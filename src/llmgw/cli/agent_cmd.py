@@ -1,4 +1,6 @@
-"""`llmgw agent`: run the node agent, connected to the control plane at --server.
+"""`llmgw agent`: run the node agent, connected to the control plane at --server (one
+host:port, or several comma-separated: servers sharing a store, of which the agent
+follows the one holding the leader lease).
 
 The agent registers this machine (its cards, cores, memory, disk, labels, engines,
 weights), starts and stops engine replicas on the control plane's orders, and reports
@@ -24,7 +26,7 @@ import aiohttp
 import typer
 
 from llmgw.agent.binaries import engine_binaries, parse_engine_bins
-from llmgw.agent.client import AgentLink, agent_url
+from llmgw.agent.client import AgentLink, agent_urls
 from llmgw.agent.discovery import check_labels, default_probes, discover
 from llmgw.agent.node import Node, NodeConfig
 from llmgw.agent.tls import client_context
@@ -115,7 +117,11 @@ async def run_agent(
 
 
 def agent(
-    server: str = typer.Option(..., "--server", help="The control plane's agent port, host:port."),
+    server: str = typer.Option(
+        ...,
+        "--server",
+        help="The control plane's agent port, host:port; servers sharing a store: host:port,host:port.",
+    ),
     labels: str = typer.Option("", "--labels", help="Node labels, k=v,k2=v2 (e.g. llmgw.io/rack=r12)."),
     state_dir: Path | None = typer.Option(
         None,
@@ -165,7 +171,7 @@ def agent(
         if insecure and (tls_cert or tls_key or tls_ca):
             raise AgentError("--insecure and --tls-* exclude each other: choose one")
         context = None if insecure else client_context(cert_file=tls_cert, key_file=tls_key, ca_file=tls_ca)
-        agent_url(server, context is not None)  # refuses a malformed --server before anything starts
+        agent_urls(server, context is not None)  # refuses a malformed --server before anything starts
         root = (state_dir or default_state_dir()).absolute()
         config = NodeConfig(
             node_id=node_id or socket.gethostname(),

@@ -8,6 +8,11 @@ noticed yet) replaces its old connection, which is closed.
 
 With TLS, the node must be named by its certificate (`llmgw.agent.tls.peer_names`), so
 one machine's certificate cannot register as another machine.
+
+Only a control plane that leads takes agents (`accepting`): a standby answers `register`
+with `error` code `not_leader` and closes, and a leader that loses the lease dismisses
+every agent the same way (`dismiss_all`), so agents given several servers move on to
+the one that leads.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol
 
@@ -23,6 +29,7 @@ from aiohttp import web
 
 from llmgw.agent.protocol import (
     AGENT_PATH,
+    NOT_LEADER,
     PROTOCOL_VERSION,
     AgentMessage,
     ControlMessage,
@@ -75,8 +82,10 @@ class AgentHub:
         settings: NodeSettings,
         heartbeat_interval: timedelta,
         require_cert_name: bool = False,
+        accepting: Callable[[], bool] = lambda: True,
     ) -> None:
         self._events = events
+        self.accepting = accepting
         self.settings = settings
         self.heartbeat_interval = heartbeat_interval
         self.require_cert_name = require_cert_name
@@ -110,6 +119,15 @@ class AgentHub:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def dismiss_all(self) -> None:
+        """Tells every agent this control plane no longer leads (`error`, code
+        `not_leader`) and closes its socket, so it dials the server that leads now."""
+        sockets = list(self._sockets.values())
+        for ws in sockets:
+            with contextlib.suppress(Exception):
+                await ws.send_str(encode(_not_leader()))
+                await ws.close()
 
     # --- talking --------------------------------------------------------------------
 
@@ -192,9 +210,14 @@ class AgentHub:
             refusal = Error(
                 code="refused", message=f"node {message.node_id!r} is not named by its certificate"
             )
+        elif not self.accepting():
+            refusal = _not_leader()
         else:
             return message
-        log.warning("agent refused: %s", refusal.message)
+        if refusal.code == NOT_LEADER:
+            log.info("an agent was sent on to the leader: this control plane stands by")
+        else:
+            log.warning("agent refused: %s", refusal.message)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await ws.send_str(encode(refusal))
         return None
@@ -219,3 +242,10 @@ class AgentHub:
         else:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await ws.send_str(encode(Error(code="unexpected", message="register is sent once")))
+
+
+def _not_leader() -> Error:
+    return Error(
+        code=NOT_LEADER,
+        message="this control plane does not hold the leader lease: dial the next server",
+    )

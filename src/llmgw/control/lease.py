@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -102,6 +103,25 @@ def still_leading(deadline: float | None, now: float) -> bool:
     return deadline is not None and now < deadline
 
 
+def database_now(
+    conn: AsyncConnection, db_time: Callable[[], float] | None = None
+) -> sa.ColumnElement[float]:
+    """The database's clock as UNIX seconds, in `conn`'s dialect; `db_time` instead, for
+    tests. Every server sharing the store reads the same clock through it."""
+    if db_time is not None:
+        return sa.literal(db_time(), schema.Seconds)
+    if conn.dialect.name == "postgresql":
+        return sa.cast(sa.extract("epoch", sa.func.clock_timestamp()), schema.Seconds)
+    return sa.cast((sa.func.julianday("now") - _UNIX_EPOCH_JULIAN_DAY) * _SECONDS_A_DAY, schema.Seconds)
+
+
+def lease_record(row: sa.Row[Any] | None) -> LeaseRecord | None:
+    """A lease row as a record; None for no row."""
+    if row is None:
+        return None
+    return LeaseRecord(str(row.holder), int(row.term), float(row.acquired_at), float(row.expires_at))
+
+
 class LeaseTable:
     """The lease rows in the store: one atomic claim, a read, a release.
 
@@ -112,11 +132,7 @@ class LeaseTable:
         self._db_time = db_time
 
     def _now(self, conn: AsyncConnection) -> sa.ColumnElement[float]:
-        if self._db_time is not None:
-            return sa.literal(self._db_time(), schema.Seconds)
-        if conn.dialect.name == "postgresql":
-            return sa.cast(sa.extract("epoch", sa.func.clock_timestamp()), schema.Seconds)
-        return sa.cast((sa.func.julianday("now") - _UNIX_EPOCH_JULIAN_DAY) * _SECONDS_A_DAY, schema.Seconds)
+        return database_now(conn, self._db_time)
 
     async def claim(self, name: str, holder: str, ttl: timedelta) -> LeaseRecord | None:
         """Takes or renews the lease for `holder` in one statement: the row when
@@ -153,12 +169,7 @@ class LeaseTable:
         async with transaction(self._engine) as conn:
             now = float((await conn.execute(sa.select(self._now(conn)))).scalar_one())
             row = (await conn.execute(_LEASES.select().where(_LEASES.c.name == name))).first()
-        record = (
-            None
-            if row is None
-            else LeaseRecord(str(row.holder), int(row.term), float(row.acquired_at), float(row.expires_at))
-        )
-        return LeaseStatus(record, now)
+        return LeaseStatus(lease_record(row), now)
 
     async def release(self, name: str, holder: str) -> None:
         """Ends `holder`'s lease now, so a standby need not wait out the ttl; does nothing
@@ -199,6 +210,11 @@ class LeaderLease:
         self._deadline: float | None = None
         self._term: int | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def listen(self, on_change: Callable[[int | None], None]) -> None:
+        """Sets who hears each change of belief: the control plane, built after the lease
+        has made its first claim."""
+        self._on_change = on_change
 
     def is_leader(self) -> bool:
         """Whether this process may act as the leader at this instant."""

@@ -76,6 +76,10 @@ class NodeRegistry:
         if record is not None:
             record.connected = False
 
+    def clear(self) -> None:
+        """Forgets every node: a control plane that lost the lease sends its agents away."""
+        self._nodes.clear()
+
     def get(self, node_id: str) -> NodeRecord | None:
         return self._nodes.get(node_id)
 

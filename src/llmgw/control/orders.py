@@ -9,7 +9,8 @@ started, so the control plane picks it.
 
 The same replica always yields the same order: orders are idempotent on the agent's
 side, so repeating one after a lost frame or a reconnect is safe only if it says the
-same thing.
+same thing. Each order also carries the leader term that decided it, which the agent
+fences on (docs/control-plane-ha.md).
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def start_order(
     *,
     api_key: str,
     port_range: tuple[int, int],
+    term: int = 0,
 ) -> StartReplica | None:
-    """The order starting `part` of `record`; None when the model has no such profile any
-    more (the catalog changed since the decision)."""
+    """The order starting `part` of `record`, stamped with the leader `term` that decided
+    it (0: no lease); None when the model has no such profile any more (the catalog
+    changed since the decision)."""
     profile = model.engine_profile(record.profile)
     if profile is None:
         return None
@@ -82,9 +85,11 @@ def start_order(
         embeddings=model.capabilities.embeddings,
         api_key=api_key,
         origin=model.origin,
+        term=term,
     )
 
 
-def stop_order(replica_id: str, drain: timedelta = timedelta(0)) -> StopReplica:
-    """Stops a replica, or acknowledges one that ended so its agent forgets it."""
-    return StopReplica(replica_id=replica_id, drain=drain)
+def stop_order(replica_id: str, drain: timedelta = timedelta(0), *, term: int = 0) -> StopReplica:
+    """Stops a replica, or acknowledges one that ended so its agent forgets it; `term` as
+    for `start_order`."""
+    return StopReplica(replica_id=replica_id, drain=drain, term=term)

@@ -11,6 +11,13 @@ moment its agent says so, which releases the waiting request.
 The admin API reads it through `nodes()`, `replicas()`, `explain(model)` and `catalog`,
 and changes the catalog with `replace_catalog`; `is_leader` (the store's lease) decides
 whether this process places work or only follows.
+
+Leadership is read at the top of every pass. A plane that gains it takes agents and
+gives them `unreachable_after` from that moment to come back before it places anything
+(`settled`), so what they still run is adopted, not started twice; until then it keeps
+routing the set it followed. A plane that loses it stops at once: it sends every agent
+away (`not_leader`), forgets its nodes and replicas, and routes by the set the new
+leader writes to the store (`llmgw.control.replica_sync`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from llmgw.agent.protocol import (
+    STALE_TERM,
     Error,
     FetchProgress,
     Heartbeat,
@@ -134,6 +142,7 @@ class ControlPlane:
         listener: AgentListener | None = None,
         clock: Callable[[], float] = time.time,
         is_leader: Callable[[], bool] = lambda: True,
+        term: Callable[[], int | None] | None = None,
         engine_secret: bytes = b"",
     ) -> None:
         self.config = config
@@ -153,6 +162,7 @@ class ControlPlane:
             settings=config.node_settings,
             heartbeat_interval=heartbeat_interval(config.unreachable_after),
             require_cert_name=listener is not None and listener.ssl is not None,
+            accepting=self._takes_agents,
         )
         self.publisher = Publisher(endpoints, static)
         self.reconciler = Reconciler(
@@ -174,8 +184,12 @@ class ControlPlane:
             clock=clock,
             # Read through self: the store's lease is set on the plane after it is built.
             is_leader=lambda: self.is_leader() and self.settled(),
+            term=term,
         )
         self._started_at: float | None = None
+        self._leading = False
+        """Leadership as the last pass saw it; `_led_since` is when it was gained."""
+        self._led_since: float | None = None
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._waiting: dict[str, float] = {}
@@ -201,6 +215,11 @@ class ControlPlane:
             **options,  # type: ignore[arg-type]
         )
 
+    def _takes_agents(self) -> bool:
+        # Read through self, like the reconciler's is_leader: agents come to the leader
+        # only, and the store's lease may be set on the plane after it is built.
+        return self.is_leader()
+
     # --- running --------------------------------------------------------------------
 
     @property
@@ -214,18 +233,50 @@ class ControlPlane:
             await self.hub.start(self.listener.host, self.listener.port, self.listener.ssl)
             log.info("control plane: agents connect to %s:%d", self.listener.host, self.hub.port)
         self._started_at = self._clock()
+        await self.observe_leadership()
         self.reconciler.publish()
         self._loop_task = asyncio.create_task(self._run(), name="control-plane")
 
     def settled(self) -> bool:
-        """Whether the agents have had time to reconnect since this plane started. Until
-        then nothing is placed: a restarted control plane that placed at once would start
-        a second copy of every replica whose agent had not reconnected yet, instead of
-        adopting it. `unreachable_after` is the wait, since a node silent that long
-        would count as unreachable anyway."""
-        if self._started_at is None:
+        """Whether the agents have had time to reconnect since this plane started and
+        since it last became the leader. Until then nothing is placed: a control plane
+        that placed at once would start a second copy of every replica whose agent had
+        not reconnected yet, instead of adopting it. `unreachable_after` is the wait,
+        since a node silent that long would count as unreachable anyway."""
+        if self._started_at is None or not self._leading or self._led_since is None:
             return False
-        return self._clock() - self._started_at >= self.config.unreachable_after.total_seconds()
+        since = max(self._started_at, self._led_since)
+        return self._clock() - since >= self.config.unreachable_after.total_seconds()
+
+    async def observe_leadership(self) -> None:
+        """Acts on a change of leadership since the last look: gaining it starts the wait
+        for agents, losing it sends them away and forgets what they said."""
+        leading = self.is_leader()
+        if leading and not self._leading:
+            self._led_since = self._clock()
+            self._leading = True
+            log.info("control plane: leading; agents have %s to reconnect", self.config.unreachable_after)
+        elif not leading and self._leading:
+            self._leading = False
+            await self._step_down()
+        if self._leading and self.publisher.inherited and self.settled():
+            # Agents had their time: what they did not report is no longer vouched for.
+            self.publisher.settle()
+
+    async def _step_down(self) -> None:
+        log.warning("control plane: no longer the leader; sending agents to the one that leads")
+        # Keeps routing what it routed until the store says what the new leader runs.
+        self.publisher.follow(self.publisher.replicas)
+        await self.reconciler.close()
+        await self.hub.dismiss_all()
+        self.book.clear()
+        self.registry.clear()
+        self._adopted_at.clear()
+
+    @property
+    def leading(self) -> bool:
+        """Whether the last look found this plane leading (`observe_leadership`)."""
+        return self._leading
 
     async def close(self) -> None:
         """Stops the loop and closes the agent port; every engine keeps running, for the
@@ -245,7 +296,7 @@ class ControlPlane:
                 await asyncio.wait_for(self._wake.wait(), interval)
             self._wake.clear()
             try:
-                await self.reconciler.run_pass()
+                await self.run_pass()
             except Exception:  # the loop must outlive one bad pass; logged with its cause
                 log.exception("control plane: a reconcile pass failed")
 
@@ -254,7 +305,8 @@ class ControlPlane:
         self._wake.set()
 
     async def run_pass(self) -> None:
-        """One pass, for tests and tools that drive the plane by hand."""
+        """One pass: leadership looked at, then the reconciler's pass."""
+        await self.observe_leadership()
         await self.reconciler.run_pass()
 
     # --- the router's seams ---------------------------------------------------------
@@ -332,7 +384,8 @@ class ControlPlane:
             lines.append("this server does not hold the leader lease: another one places replicas")
         elif not self.settled():
             lines.append(
-                "this control plane just started: agents are given unreachable_after to reconnect first"
+                "this control plane just started or became the leader: agents are given"
+                " unreachable_after to reconnect first"
             )
         return lines
 
@@ -385,6 +438,12 @@ class ControlPlane:
             record.detail = f"fetching {message.file}: {message.done_bytes}{total} bytes"
 
     def refused(self, node_id: str, message: Error) -> None:
+        if message.code == STALE_TERM:
+            # The agent obeys a later leader: this plane is deposed and will find out at
+            # its next renewal; its order changed nothing, so nothing is marked failed.
+            log.warning("node %s refused an order from an old term: %s", node_id, message.message)
+            self.wake()
+            return
         record = self.book.get(message.replica_id) if message.replica_id else None
         if record is None:
             return
@@ -439,7 +498,7 @@ class ControlPlane:
         # where the two together exceed the ceiling (an agent that reconnected after the
         # plane had already placed), the surplus stopped, newest first, is the copy this
         # plane started and not the one that was serving.
-        record.since = min(record.since, self._started_at or record.since)
+        record.since = min(record.since, self._led_since or self._started_at or record.since)
         log.info("replica %s of %s adopted on %s (%s)", record.id, record.model, node_id, record.phase)
 
     def _changed(self, change: Change) -> None:

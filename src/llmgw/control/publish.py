@@ -9,6 +9,12 @@ has finish (`drained`).
 
 Publishing is skipped when the set did not change, so a pass with nothing to do costs
 the router nothing.
+
+Only the leader knows the replicas first-hand (agents connect to it alone). A server
+that follows publishes the set the leader wrote to the store instead
+(`llmgw.control.replica_table`), and when it becomes the leader keeps that set published
+beside its own replicas until its agents have had time to come back, so taking over
+withdraws nothing that still serves.
 """
 
 from __future__ import annotations
@@ -44,21 +50,51 @@ def replica_spec(record: ReplicaRecord, catalog: Catalog, api_key: str) -> Endpo
 
 
 class Publisher:
-    """Keeps the router's endpoint set equal to static endpoints + routable replicas."""
+    """Keeps the router's endpoint set equal to the static endpoints plus the replicas in
+    force: on the leader, its book's routable replicas (`sync`), together with the set
+    it followed before it led (`inherited`) until it has settled; on a follower, the set
+    the leader wrote to the store (`follow`)."""
 
     def __init__(self, registry: EndpointRegistry, static: Sequence[EndpointSpec] = ()) -> None:
         self.registry = registry
         self.static = tuple(static)
+        self.replicas: tuple[EndpointSpec, ...] = ()
+        """The leader's own routable replicas, as last synced."""
+        self.inherited: tuple[EndpointSpec, ...] = ()
+        """The set followed from the store: a follower's whole set, and a new leader's
+        until its agents have had time to come back (`settle`)."""
         self._published: tuple[EndpointSpec, ...] | None = None
 
     def sync(
         self, records: Iterable[ReplicaRecord], catalog: Catalog, api_key: Callable[[str], str]
     ) -> list[str]:
-        """Publishes the set in force; returns the ids withdrawn by this call."""
-        replicas = sorted(
-            (replica_spec(r, catalog, api_key(r.id)) for r in records if routable(r)), key=lambda s: s.id
+        """Publishes the book's routable replicas (with whatever is inherited); returns the
+        ids withdrawn by this call."""
+        self.replicas = tuple(
+            sorted(
+                (replica_spec(r, catalog, api_key(r.id)) for r in records if routable(r)),
+                key=lambda s: s.id,
+            )
         )
-        specs = (*self.static, *replicas)
+        return self._publish()
+
+    def follow(self, specs: Iterable[EndpointSpec]) -> list[str]:
+        """Publishes the replica set another server leads (this one has no book of its own)."""
+        self.replicas = ()
+        self.inherited = tuple(sorted(specs, key=lambda s: s.id))
+        return self._publish()
+
+    def settle(self) -> list[str]:
+        """The leader vouches for its own replicas alone from now on."""
+        if not self.inherited:
+            return []
+        self.inherited = ()
+        return self._publish()
+
+    def _publish(self) -> list[str]:
+        own = {spec.id for spec in self.replicas}
+        merged = sorted((*self.replicas, *(s for s in self.inherited if s.id not in own)), key=lambda s: s.id)
+        specs = (*self.static, *merged)
         if specs == self._published:
             return []
         self._published = specs

@@ -18,6 +18,12 @@ waiting for a model, a replica failing):
 
 Adopted replicas (reported by an agent, not ordered by this process) are never
 restarted: they are replicas like any other, kept while the plan wants them.
+
+With a leader lease (`term` given), a pass does nothing at all unless this process
+holds the lease, and every order it sends carries the term read at the top of the pass,
+when it decided: an agent that has obeyed a later leader refuses it
+(docs/control-plane-ha.md). A stop decided in one pass and sent after its drain keeps
+the term of its decision.
 """
 
 from __future__ import annotations
@@ -111,6 +117,7 @@ class Reconciler:
         api_key: Callable[[str], str],
         clock: Callable[[], float] = time.time,
         is_leader: Callable[[], bool] = lambda: True,
+        term: Callable[[], int | None] | None = None,
         new_id: Callable[[str], str] = new_replica_id,
     ) -> None:
         self.book = book
@@ -124,6 +131,7 @@ class Reconciler:
         self._api_key = api_key
         self._clock = clock
         self._is_leader = is_leader
+        self._term = term
         self._new_id = new_id
         self._draining: dict[str, asyncio.Task[None]] = {}
         self.last_plan: Plan | None = None
@@ -131,11 +139,23 @@ class Reconciler:
 
     # --- one pass -------------------------------------------------------------------
 
+    def decision_term(self) -> int | None:
+        """The term orders decided now carry: the lease's term, 0 without a lease, None
+        where a lease is in use and this process does not hold it (nothing may be sent)."""
+        if self._term is None:
+            return 0
+        return self._term()
+
     async def run_pass(self) -> Plan | None:
         """Settles ends, plans (on the leader only), orders and publishes. Returns the
-        plan carried out, None where this process is not the leader."""
+        plan carried out, None where this process is not the leader. Without the lease
+        (when one is in use) it does nothing: another server owns the agents and the
+        router's set comes from the store."""
+        term = self.decision_term()
+        if term is None:
+            return None
         now = self._clock()
-        await self.settle_ends(now)
+        await self.settle_ends(now, term=term)
         decided: Plan | None = None
         if self._is_leader():
             catalog = self._catalog()
@@ -153,19 +173,19 @@ class Reconciler:
             for model in sorted(held):
                 log.info("model %s: not started again before its backoff ends", model)
             for stop in stops:
-                await self.stop(stop.replica_id, stop.reason, drain=stop.drain)
+                await self.stop(stop.replica_id, stop.reason, drain=stop.drain, term=term)
             for start in starts:
                 self.book.ordered(
                     start.replica_id, start.model, start.profile, start.assignments, waits_for=start.preempts
                 )
                 log.info("replica %s of %s: %s", start.replica_id, start.model, start.reason)
             self.last_plan = decided
-        await self.send_due()
+        await self.send_due(term=term)
         self.publish()
         self.passes += 1
         return decided
 
-    async def settle_ends(self, now: float) -> None:
+    async def settle_ends(self, now: float, *, term: int = 0) -> None:
         """Failed replicas count against their model; ended ones are acknowledged and
         forgotten, and a multi-node replica with a failed part is stopped everywhere."""
         for record in self.book.all():
@@ -179,25 +199,26 @@ class Reconciler:
                     max(until - now, 0.0),
                 )
             if record.ended:
-                await self._acknowledge(record)
+                await self._acknowledge(record, term)
             elif record.phase == "failed":
-                await self.stop(record.id, "failed", drain=False)
+                await self.stop(record.id, "failed", drain=False, term=term)
 
-    async def _acknowledge(self, record: ReplicaRecord) -> None:
+    async def _acknowledge(self, record: ReplicaRecord, term: int) -> None:
         for part in record.parts:
-            await self.orders.send(part.assignment.node_id, stop_order(record.id))
+            await self.orders.send(part.assignment.node_id, stop_order(record.id, term=term))
         self.book.forget(record.id)
 
     # --- starting -------------------------------------------------------------------
 
-    async def send_due(self) -> None:
-        """Sends every start order that may go now, and every stop order that is due."""
+    async def send_due(self, *, term: int = 0) -> None:
+        """Sends every start order that may go now, and every stop order that is due,
+        stamped `term`."""
         catalog = self._catalog()
         loading = self._hosts_loading()
         for record in self.book.all():
             if record.stop_reason:
                 if not record.stop_sent and record.id not in self._draining:
-                    await self._send_stop(record, drain=False)
+                    await self._send_stop(record, drain=False, term=term)
                 continue
             if record.adopted or any(self.book.get(w) is not None for w in record.waits_for):
                 continue
@@ -211,7 +232,7 @@ class Reconciler:
                     if host in loading:
                         continue
                     loading.add(host)
-                await self._send_start(catalog, record, part)
+                await self._send_start(catalog, record, part, term)
 
     def _shared_host(self, node_id: str) -> str | None:
         """The machine's name where several agents run on it (their inventories name the
@@ -240,13 +261,18 @@ class Reconciler:
                     out.add(host)
         return out
 
-    async def _send_start(self, catalog: Catalog, record: ReplicaRecord, part: Part) -> None:
+    async def _send_start(self, catalog: Catalog, record: ReplicaRecord, part: Part, term: int) -> None:
         model = catalog.resolve(record.model)
         order = (
             None
             if model is None
             else start_order(
-                model, record, part, api_key=self._api_key(record.id), port_range=self.rules.port_range
+                model,
+                record,
+                part,
+                api_key=self._api_key(record.id),
+                port_range=self.rules.port_range,
+                term=term,
             )
         )
         if order is None:
@@ -260,9 +286,10 @@ class Reconciler:
 
     # --- stopping -------------------------------------------------------------------
 
-    async def stop(self, replica_id: str, reason: str, *, drain: bool) -> None:
-        """Withdraws the replica from the router now and stops it once drained. A replica
-        whose node is lost is forgotten instead: no order can reach it."""
+    async def stop(self, replica_id: str, reason: str, *, drain: bool, term: int = 0) -> None:
+        """Withdraws the replica from the router now and stops it once drained, with an
+        order stamped `term` (the decision's). A replica whose node is lost is forgotten
+        instead: no order can reach it."""
         record = self.book.get(replica_id)
         if record is None or record.stop_reason:
             return
@@ -275,17 +302,21 @@ class Reconciler:
             return
         log.info("replica %s of %s stopping (%s)", replica_id, record.model, reason)
         if not drain or endpoint is None:
-            await self._send_stop(record, drain=drain)
+            await self._send_stop(record, drain=drain, term=term)
             return
-        task = asyncio.create_task(self._drain_then_stop(record, endpoint, drain), name=f"drain-{replica_id}")
+        task = asyncio.create_task(
+            self._drain_then_stop(record, endpoint, drain, term), name=f"drain-{replica_id}"
+        )
         self._draining[replica_id] = task
         task.add_done_callback(lambda _: self._draining.pop(replica_id, None))
 
-    async def _drain_then_stop(self, record: ReplicaRecord, endpoint: Endpoint, drain: bool) -> None:
+    async def _drain_then_stop(
+        self, record: ReplicaRecord, endpoint: Endpoint, drain: bool, term: int
+    ) -> None:
         await wait_drained(endpoint, self.rules.drain_limit_s)
-        await self._send_stop(record, drain=drain)
+        await self._send_stop(record, drain=drain, term=term)
 
-    async def _send_stop(self, record: ReplicaRecord, *, drain: bool) -> None:
+    async def _send_stop(self, record: ReplicaRecord, *, drain: bool, term: int) -> None:
         if self.book.get(record.id) is not record:
             return
         started = any(p.start_sent_at is not None or p.report is not None for p in record.parts)
@@ -295,7 +326,7 @@ class Reconciler:
             return
         delivered = True
         for part in record.parts:
-            order = stop_order(record.id, AGENT_DRAIN if drain else timedelta(0))
+            order = stop_order(record.id, AGENT_DRAIN if drain else timedelta(0), term=term)
             delivered = await self.orders.send(part.assignment.node_id, order) and delivered
         record.stop_sent = delivered
 

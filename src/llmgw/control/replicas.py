@@ -163,6 +163,11 @@ class ReplicaBook:
     def forget(self, replica_id: str) -> ReplicaRecord | None:
         return self._records.pop(replica_id, None)
 
+    def clear(self) -> None:
+        """Forgets every replica: a control plane that lost the lease no longer hears
+        of them, and learns them afresh from the agents if it leads again."""
+        self._records.clear()
+
     def decided_stop(self, replica_id: str, reason: str) -> Change | None:
         record = self._records.get(replica_id)
         if record is None or record.stop_reason:

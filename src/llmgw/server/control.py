@@ -5,8 +5,9 @@ models placed. What this module adds is what it needs from the rest of the serve
 the router's seams (a request waiting for a model with no replica, when each model
 was last asked for), and, where the server has a store (auth on, `auth.store`), the
 leader lease that lets several servers share one catalog, the runtime catalog kept in
-the store, its watcher, and the `/api/control` routes. Without a store the plane runs
-on the configuration's catalog alone and leads on its own.
+the store, its watcher, the replica table through which servers that do not lead still
+route (`llmgw.control.replica_sync`), and the `/api/control` routes. Without a store the
+plane runs on the configuration's catalog alone and leads on its own.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from llmgw.control.catalog_watch import CatalogWatcher
 from llmgw.control.cluster import NodeView, ReplicaView
 from llmgw.control.lease import LeaderLease, LeaseTable
 from llmgw.control.plane import ControlPlane
+from llmgw.control.replica_sync import ReplicaSync, follower_grace
+from llmgw.control.replica_table import ReplicaTable
 from llmgw.server.endpoints_static import static_specs
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
@@ -63,10 +66,13 @@ class ControlRuntime:
     lease: LeaderLease | None = None
     watcher: CatalogWatcher | None = None
     routes: ControlRoutes | None = None
+    replica_sync: ReplicaSync | None = None
 
     async def close(self) -> None:
         if self.watcher is not None:
             await self.watcher.close()
+        if self.replica_sync is not None:
+            await self.replica_sync.close()
         await self.plane.close()
         if self.lease is not None:
             await self.lease.close()  # handed back, so a standby takes over at once
@@ -85,12 +91,11 @@ async def start_control(settings: Settings, gateway: Gateway, store: Store | Non
         await lease.attempt()
         lease.start()
         catalogs = CatalogStore(store, settings)
-    plane = ControlPlane.from_settings(
-        settings,
-        gateway.endpoints,
-        static_specs(settings),
-        **({"is_leader": lease.is_leader} if lease is not None else {}),
-    )
+    options: dict[str, object] = {}
+    if lease is not None:
+        held = lease
+        options = {"is_leader": held.is_leader, "term": lambda: held.term}
+    plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings), **options)
     served = ServedPlane(plane, gateway)
     runtime = ControlRuntime(plane, lease)
     if catalogs is not None and lease is not None:
@@ -102,6 +107,20 @@ async def start_control(settings: Settings, gateway: Gateway, store: Store | Non
     gateway.flow.activator = plane
     plane.watch_requests(gateway.flow.last_asked, gateway.clock)
     await plane.start()
+    if store is not None and lease is not None:
+        # A change of belief is acted on at once rather than at the next interval.
+        lease.listen(lambda _term: plane.wake())
+        control = settings.control
+        runtime.replica_sync = ReplicaSync(
+            plane,
+            ReplicaTable(store.engine, lease_name=lease.name),
+            lease,
+            interval=control.interval,
+            grace=follower_grace(control.unreachable_after, lease.ttl),
+            refresh=lease.ttl,
+        )
+        await runtime.replica_sync.step()
+        runtime.replica_sync.start()
     if lease is not None:
         log.info("control plane: %s the lease", "holding" if lease.is_leader() else "standing by for")
     return runtime

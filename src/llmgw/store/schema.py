@@ -199,3 +199,22 @@ catalog_models = sa.Table(
     sa.Column("updated_at", Seconds, nullable=False, index=True),
     sa.Column("updated_by", sa.Text, nullable=False, server_default=""),
 )
+
+# The replica set the leading control plane publishes (added by migration 0004), read by
+# the other servers so their routers reach the replicas too (llmgw.control.replica_table).
+# One row per routable replica, all rewritten together by the leader and stamped with its
+# lease term. An engine's API key is not kept: every server derives it from the
+# cluster's secret and the replica id.
+control_replicas = sa.Table(
+    "control_replicas",
+    metadata,
+    sa.Column("replica_id", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("engine", sa.Text, nullable=False),
+    sa.Column("weight", sa.Float(precision=53), nullable=False),
+    sa.Column("pool", sa.Text, nullable=False),
+    sa.Column("labels", sa.Text, nullable=False),
+    sa.Column("term", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", Seconds, nullable=False),
+)

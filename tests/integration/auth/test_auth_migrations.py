@@ -13,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from llmgw.control.lease import LeaseTable
 from llmgw.store import Scope, Store, migrate, schema
 from llmgw.store.engine import create_engine
 
@@ -72,7 +73,28 @@ async def seed_0002(conn: AsyncConnection) -> None:
     )
 
 
-SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {"0001": seed_0001, "0002": seed_0002}
+async def seed_0003(conn: AsyncConnection) -> None:
+    """The 0002 rows, with the leader lease and a runtime catalog entry a 0003 store keeps."""
+    await seed_0002(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO control_lease (name, holder, term, acquired_at, expires_at) "
+            "VALUES ('control', 'gpu-01:42:abcdef', 7, 1800000000, 1800000015)"
+        )
+    )
+    await conn.execute(
+        sa.text(
+            "INSERT INTO catalog_models (name, definition, updated_at, updated_by) "
+            "VALUES ('gone', NULL, 1800000001, 'ops')"
+        )
+    )
+
+
+SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
+    "0001": seed_0001,
+    "0002": seed_0002,
+    "0003": seed_0003,
+}
 
 
 def test_every_earlier_version_has_seed_data() -> None:
@@ -128,6 +150,16 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                 21,
             )
             assert await store.usage.spend_totals({"day": 0}) == {("project:p", "day", 0): 21}
+            if version >= "0003":
+                lease = await LeaseTable(store.engine, db_time=lambda: T).read("control")
+                assert lease.record is not None
+                assert (lease.record.holder, lease.record.term) == ("gpu-01:42:abcdef", 7)
+                async with store.engine.connect() as conn:
+                    tombstones = (await conn.execute(sa.text("SELECT name FROM catalog_models"))).all()
+                    assert [row.name for row in tombstones] == ["gone"]
+                    assert (
+                        await conn.execute(sa.text("SELECT count(*) FROM control_replicas"))
+                    ).scalar() == 0
         finally:
             await store.close()
 

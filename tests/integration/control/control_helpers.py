@@ -141,10 +141,12 @@ class Cluster:
         self.servers.append(handle)
         return handle
 
-    def start_agent(self, node_id: str, labels: str = "") -> Agent:
+    def start_agent(self, node_id: str, labels: str = "", servers: str = "") -> Agent:
+        """An agent dialling this cluster's agent port, or `servers` (host:port,...)."""
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
-        command = [sys.executable, "-m", "llmgw.agent", "--server", f"127.0.0.1:{self.agent_port}"]
+        server = servers or f"127.0.0.1:{self.agent_port}"
+        command = [sys.executable, "-m", "llmgw.agent", "--server", server]
         command += ["--node-id", node_id, "--state-dir", str(state), "--insecure", "--log-level", "debug"]
         if labels:
             command += ["--labels", labels]

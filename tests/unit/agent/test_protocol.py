@@ -99,7 +99,7 @@ CONTROL_MESSAGES = [
             repo="a/b", revision="abc", files=(OriginFile(path="b.gguf", sha256="00" * 32, bytes=9),)
         ),
     ),
-    StopReplica(replica_id="r1", drain=timedelta(seconds=30)),
+    StopReplica(replica_id="r1", drain=timedelta(seconds=30), term=3),
     Settings(
         settings=NodeSettings(firewall=True, firewall_networks=("10.1.0.0/16",), port_range=(30000, 30100))
     ),
@@ -119,7 +119,7 @@ def test_control_messages_survive_the_wire(message: object) -> None:
 
 def test_frames_are_plain_json_with_a_type_and_readable_durations() -> None:
     frame = orjson.loads(encode(StopReplica(replica_id="r1", drain=timedelta(seconds=90))))
-    assert frame == {"type": "stop_replica", "replica_id": "r1", "drain": "1m30s"}
+    assert frame == {"type": "stop_replica", "replica_id": "r1", "drain": "1m30s", "term": 0}
     register = orjson.loads(encode(AGENT_MESSAGES[0]))
     assert register["version"] == PROTOCOL_VERSION
     assert register["replicas"][0]["state"] == "ready"

@@ -5,7 +5,7 @@ what was published (so a test can read the order of withdrawals and stops)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -147,6 +147,7 @@ def world(
     drain_limit_s: float = 5.0,
     base_backoff: timedelta = timedelta(seconds=10),
     max_backoff: timedelta = timedelta(seconds=80),
+    term: Callable[[], int | None] | None = None,
 ) -> World:
     clock = Clock()
     wire = Wire()
@@ -168,6 +169,7 @@ def world(
         demand=lambda: dict(demand or {}),
         api_key=lambda rid: f"key-{rid}",
         clock=clock,
+        term=term,
         new_id=lambda model: next(ids),
     )
     return World(clock, wire, nodes, book, registry, reconciler, box)
