@@ -2,7 +2,7 @@
 with an in-memory client request and an in-memory replica that answers at once.
 
 What it measures is everything llmgw's code does for one request (parse, resolve,
-pick, build the upstream request, relay, account), not granian's HTTP work nor the
+pick, build the upstream request, relay, account), not the HTTP server's work nor the
 kernel's; compare with `overhead.py` for the whole.
 
     .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [--no-admission] [-n 20000]

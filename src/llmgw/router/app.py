@@ -1,10 +1,17 @@
-"""The client-facing OpenAI API, as an RSGI application served by granian.
+"""The client-facing OpenAI API, as an RSGI-shaped application (llmgw.router.rsgi)
+served by llmgw's own HTTP/1.1 server (llmgw.server.http1: httptools on uvloop).
 
-Why RSGI and granian rather than ASGI or aiohttp's server: the HTTP work happens in
-granian's Rust core and the Python side is called once per request with the body
-ready, which measured at less than half the per-request cost of aiohttp's server and
-uvicorn on this project's machine (bench/results/router-client-choice.md). The routes
-are few and fixed, so a dictionary dispatches them.
+Why that server: the application is called once per request with the body ready, on
+the loop the rest of the gateway runs on, with nothing between the socket and it but
+the llhttp parser. granian, which served it first, did its HTTP work in Rust but
+handed each request to Python and back across threads, and that hand-off alone cost
+about 125 µs per request on this project's machine, more than the gateway's own work
+(~100 µs); aiohttp's server and uvicorn cost more than twice granian's
+(bench/results/router-client-choice.md). Measured A/B in one run
+(bench/results/router-overhead-2026-11-29-5.md): the latency the gateway adds at
+concurrency 1 went from 0.54 ms to 0.30 ms (p50, non-streaming), and its CPU per
+request at concurrency 64 from 395 to 344 µs. The routes are few and fixed, so a
+dictionary dispatches them.
 """
 
 from __future__ import annotations

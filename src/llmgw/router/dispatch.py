@@ -212,9 +212,9 @@ class Dispatcher:
         relay = SseRelay(strip_usage=not request.wants_usage)
         headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
         headers.append(("cache-control", "no-cache"))
-        # granian ends the response when its stream transport is freed, so nothing may
-        # keep it alive past the stream: _pump holds no caught exception in a local, which
-        # would tie its frame (and the transport) into a cycle until the collector ran.
+        # The response ends when the handler returns; _pump holds no caught exception in
+        # a local all the same, which would tie its frame (and the transport, and the
+        # request's objects) into a cycle until the collector ran.
         status = await self._pump(
             proto.response_stream(200, headers), stream, relay, endpoint, target, started
         )

@@ -1,8 +1,9 @@
 """Running the gateway: its listeners in one event loop, until told to stop.
 
-The client port, the admin port and the optional metrics port are granian servers
-embedded in this process's asyncio loop (uvloop), beside the background loops
-(scraping, accounting), so all of them share the gateway's state without locks.
+The client port, the admin port and the optional metrics port are llmgw's own
+HTTP/1.1 servers (llmgw.server.http1_server) on this process's asyncio loop (uvloop),
+beside the background loops (scraping, accounting), so all of them share the
+gateway's state without locks.
 SIGTERM and SIGINT stop it: listeners close, requests in flight finish, usage
 already handed over is accounted.
 """
@@ -17,45 +18,38 @@ import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from granian.constants import HTTPModes, Interfaces
-from granian.server.embed import Server
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
+from llmgw.server.http1 import App
+from llmgw.server.http1_server import Http1Server
 from llmgw.server.listen import split_listen
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)
 
 
-def _server(app: Any, address: str, field: str, backpressure: int | None) -> Server:
+# How long a stop waits for requests in flight (streams included) before cutting them.
+STOP_GRACE_S = 30.0
+
+
+def _server(app: App, address: str, field: str, max_connections: int) -> Http1Server:
     host, port = split_listen(address, field)
-    return Server(
-        app,
-        address=host,
-        port=port,
-        interface=Interfaces.RSGI,
-        http=HTTPModes.http1,
-        websockets=False,
-        backlog=2048,
-        backpressure=backpressure,
-        log_enabled=False,
-    )
+    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048)
 
 
-def listeners(settings: Settings, gateway: Gateway) -> list[Server]:
-    """The granian servers for `listen`, `admin_listen` and `metrics_listen` (the
-    settings already refused an admin address off loopback without admin_remote)."""
+def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
+    """The servers for `listen`, `admin_listen` and `metrics_listen` (the settings
+    already refused an admin address off loopback without admin_remote); only the
+    client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, "listen", settings.max_connections or None),
-        _server(gateway.admin, settings.admin_listen, "admin_listen", None),
+        _server(gateway.app, settings.listen, "listen", settings.max_connections),
+        _server(gateway.admin, settings.admin_listen, "admin_listen", 0),
     ]
     if settings.metrics_listen:
-        servers.append(_server(gateway.metrics_app, settings.metrics_listen, "metrics_listen", None))
+        servers.append(_server(gateway.metrics_app, settings.metrics_listen, "metrics_listen", 0))
     return servers
 
 
@@ -103,7 +97,8 @@ async def serve(
         api = tenancy.api if tenancy is not None else None
         gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
         servers = listeners(settings, gateway)
-        serving = [asyncio.create_task(s.serve(), name=f"listener-{i}") for i, s in enumerate(servers)]
+        for server in servers:
+            await server.start()
         background = await gateway.background()
         control = await start_control(settings, gateway, tenancy.store if tenancy is not None else None)
         if api is not None and control is not None:
@@ -112,9 +107,7 @@ async def serve(
         try:
             await stop.wait()
         finally:
-            for s in servers:
-                s.stop()  # type: ignore[no-untyped-call]
-            await asyncio.gather(*serving, return_exceptions=True)
+            await asyncio.gather(*(s.stop(STOP_GRACE_S) for s in servers), return_exceptions=True)
             if control is not None:
                 await control.close()
             for task in background:

@@ -13,11 +13,9 @@ import signal
 import sys
 from pathlib import Path
 
-from granian.constants import HTTPModes, Interfaces
-from granian.server.embed import Server
-
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
+from llmgw.server.http1_server import Http1Server
 from llmgw.store import Store
 
 
@@ -28,21 +26,13 @@ async def main(location: str, token_file: str, port: int) -> None:
     await gate.start()
     token = admin_token.load_or_create(Path(token_file))
     app = AdminApi(settings, store, token, gate)
-    server = Server(
-        app,
-        address="127.0.0.1",
-        port=port,
-        interface=Interfaces.RSGI,
-        http=HTTPModes.http1,
-        log_enabled=False,
-    )
+    server = Http1Server(app, "127.0.0.1", port)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    serving = asyncio.create_task(server.serve())
+    await server.start()
     print("ready", flush=True)
     await stop.wait()
-    server.stop()  # type: ignore[no-untyped-call]
-    await asyncio.gather(serving, return_exceptions=True)
+    await server.stop()
     await gate.close()
     await store.close()
 

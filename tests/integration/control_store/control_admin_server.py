@@ -15,9 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from granian.constants import HTTPModes, Interfaces
-from granian.server.embed import Server
-
 from llmgw.agent.inventory import GPU, Inventory
 from llmgw.auth import AdminApi, admin_token
 from llmgw.catalog import Catalog
@@ -26,6 +23,7 @@ from llmgw.control.admin import ControlRoutes
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.lease import LeaderLease, LeaseTable
+from llmgw.server.http1_server import Http1Server
 from llmgw.store import Store
 
 GB = 1024**3
@@ -93,21 +91,13 @@ async def main(location: str, token_file: str, port: int, config: str) -> None:
     lease.start()
     token = admin_token.load_or_create(Path(token_file))
     app = AdminApi(settings, store, token, control=ControlRoutes(plane, catalogs, lease))
-    server = Server(
-        app,
-        address="127.0.0.1",
-        port=port,
-        interface=Interfaces.RSGI,
-        http=HTTPModes.http1,
-        log_enabled=False,
-    )
+    server = Http1Server(app, "127.0.0.1", port)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    serving = asyncio.create_task(server.serve())
+    await server.start()
     print("ready", flush=True)
     await stop.wait()
-    server.stop()  # type: ignore[no-untyped-call]
-    await asyncio.gather(serving, return_exceptions=True)
+    await server.stop()
     await lease.close()
     await store.close()
 
