@@ -51,6 +51,7 @@ from llmgw.control import plan as planning
 from llmgw.control.adoption import adopted_assignment
 from llmgw.control.backoff import Backoff
 from llmgw.control.cluster import ModelDemand, NodeView, ReplicaView
+from llmgw.control.demand import Asked, ServerDemand, merge_demand
 from llmgw.control.hub import AgentHub
 from llmgw.control.nodes import NodeRegistry
 from llmgw.control.orders import engine_key
@@ -196,6 +197,9 @@ class ControlPlane:
         self._adopted_at: dict[str, float] = {}
         self._asked: Mapping[str, float] = {}
         self._asked_clock: Callable[[], float] = time.monotonic
+        self._others: tuple[ServerDemand, ...] = ()
+        self._others_silent_after = 0.0
+        self._on_activate: list[Callable[[str], None]] = []
 
     @classmethod
     def from_settings(
@@ -272,6 +276,7 @@ class ControlPlane:
         self.book.clear()
         self.registry.clear()
         self._adopted_at.clear()
+        self._others = ()
 
     @property
     def leading(self) -> bool:
@@ -315,7 +320,14 @@ class ControlPlane:
         """A request waits for `model`, which has no replica published (the router's
         `Activator`)."""
         self._waiting[model] = self._clock()
+        for hear in self._on_activate:
+            hear(model)
         self.wake()
+
+    def listen_activations(self, hear: Callable[[str], None]) -> None:
+        """Adds who hears of each request that starts waiting for a model here (the
+        store's demand rows, so the leader hears of a follower's wait at once)."""
+        self._on_activate.append(hear)
 
     def watch_requests(self, asked: Mapping[str, float], clock: Callable[[], float]) -> None:
         """The router's record of when each model was last asked for, in `clock`'s time
@@ -324,20 +336,63 @@ class ControlPlane:
         self._asked = asked
         self._asked_clock = clock
 
-    def demand(self) -> dict[str, ModelDemand]:
+    def now(self) -> float:
+        """This plane's clock (UNIX seconds), on which every time it reports is given."""
+        return self._clock()
+
+    def asked_here(self) -> dict[str, Asked]:
+        """What this server's router saw of each model, on this plane's clock: when it was
+        last asked for, and since when a request has waited for it (only while one
+        waits). The store's demand rows are made of it."""
         now = self._clock()
-        wait_s = self.config.activation_wait.total_seconds()
-        published = self.publisher.registry
         offset = now - self._asked_clock()
-        out: dict[str, ModelDemand] = {}
+        return {
+            model: Asked(self._asked_at(model, offset), self._waiting_since(model, now))
+            for model in set(self._waiting) | set(self._asked)
+        }
+
+    def hear_others(self, reports: Sequence[ServerDemand], silent_after: timedelta) -> None:
+        """The other servers' reports, on this plane's clock (the leader reads them from
+        the store each interval): planned with from now on, each until its server has
+        been silent for `silent_after`. A request newly waiting elsewhere runs a pass
+        at once."""
+        waited = {r.model for r in self._others if r.asked.waiting_since is not None}
+        self._others = tuple(reports)
+        self._others_silent_after = silent_after.total_seconds()
+        if any(r.asked.waiting_since is not None and r.model not in waited for r in self._others):
+            self.wake()
+
+    def demand(self) -> dict[str, ModelDemand]:
+        """What the plan works with: this server's router's demand, the replicas this
+        plane adopted (each given a whole idle period), and every other server's
+        (`hear_others`)."""
+        now = self._clock()
+        offset = now - self._asked_clock()
+        own: dict[str, ModelDemand] = {}
         for model in set(self._waiting) | set(self._asked) | set(self._adopted_at):
-            since = self._waiting.get(model)
-            waiting = since is not None and now - since < wait_s and not published.for_model(model)
-            if since is not None and not waiting and now - since >= wait_s:
-                del self._waiting[model]
-            times = [t for t in (self._asked_at(model, offset), since, self._adopted_at.get(model)) if t]
-            out[model] = ModelDemand(waiting=waiting, last_request_at=max(times) if times else None)
-        return out
+            asked_at = self._waiting.get(model)  # an ask even once its replica is published
+            since = self._waiting_since(model, now)
+            times = [t for t in (self._asked_at(model, offset), asked_at, self._adopted_at.get(model)) if t]
+            own[model] = ModelDemand(waiting=since is not None, last_request_at=max(times) if times else None)
+        return merge_demand(
+            own,
+            self._others,
+            now=now,
+            silent_after=self._others_silent_after,
+            wait_limit=self.config.activation_wait.total_seconds(),
+        )
+
+    def _waiting_since(self, model: str, now: float) -> float | None:
+        """When the request waiting here for `model` began; None when none waits: no
+        request asked, its replica is published, or it gave up (activation_wait),
+        in which case it is forgotten."""
+        since = self._waiting.get(model)
+        if since is None:
+            return None
+        if now - since >= self.config.activation_wait.total_seconds():
+            del self._waiting[model]
+            return None
+        return None if self.publisher.registry.for_model(model) else since
 
     def _asked_at(self, model: str, offset: float) -> float | None:
         at = self._asked.get(model)

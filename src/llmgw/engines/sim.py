@@ -2,7 +2,8 @@
 
 The sim is part of llmgw, so it runs under the agent's own interpreter and is always
 installed at llmgw's version. It loads no weights and needs no card; the agent still
-hides every card from it, as from any replica placement gave none. It takes no API key.
+hides every card from it, as from any replica placement gave none. Given the replica's
+API key (`--api-key`), it refuses `/v1/` requests without it, as a real engine does.
 Its context length and cache size are its own options (`--max-model-len`,
 `--kv-blocks`), set in the profile's args where a test needs them.
 """
@@ -41,6 +42,8 @@ def launch(profile: EngineProfile, ctx: LaunchContext, binary: str | None = None
     for adapter in profile.adapters:
         argv += ["--adapter", adapter.name]
     argv += profile.args
+    if ctx.api_key:
+        argv += ["--api-key", ctx.api_key]
     return Launch(
         engine=ENGINE,
         argv=tuple(argv),
@@ -52,7 +55,7 @@ def launch(profile: EngineProfile, ctx: LaunchContext, binary: str | None = None
         health_path=HEALTH_PATH,
         ready=f"GET {HEALTH_PATH} answers 200 (503 during --startup-delay)",
         metrics_path=METRICS_PATH,
-        enforces_api_key=False,
+        enforces_api_key=True,
         stop_grace=STOP_GRACE,
         kill_after_grace=True,
         cpu_affinity=ctx.cpu_cores,

@@ -6,14 +6,22 @@ the router's seams (a request waiting for a model with no replica, when each mod
 was last asked for), and, where the server has a store (auth on, `auth.store`), the
 leader lease that lets several servers share one catalog, the runtime catalog kept in
 the store, its watcher, the replica table through which servers that do not lead still
-route (`llmgw.control.replica_sync`), and the `/api/control` routes. Without a store the
-plane runs on the configuration's catalog alone and leads on its own.
+route (`llmgw.control.replica_sync`), the demand rows through which every server's
+requests reach the leader's plan (`llmgw.control.demand_sync`), and the `/api/control`
+routes. Without a store the plane runs on the configuration's catalog alone and leads on
+its own.
+
+Every engine the plane starts demands an API key derived from the cluster's secret
+(`llmgw.control.cluster_secret`): kept in the store where there is one, else in a file
+beside the admin token, so a restarted server still reaches the engines it adopts.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
@@ -21,6 +29,9 @@ from llmgw.control.admin import ControlRoutes
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.catalog_watch import CatalogWatcher
 from llmgw.control.cluster import NodeView, ReplicaView
+from llmgw.control.cluster_secret import file_secret, new_secret, secret_file, stored_secret
+from llmgw.control.demand_sync import DemandSync
+from llmgw.control.demand_table import DemandTable
 from llmgw.control.lease import LeaderLease, LeaseTable
 from llmgw.control.plane import ControlPlane
 from llmgw.control.replica_sync import ReplicaSync, follower_grace
@@ -67,23 +78,44 @@ class ControlRuntime:
     watcher: CatalogWatcher | None = None
     routes: ControlRoutes | None = None
     replica_sync: ReplicaSync | None = None
+    demand_sync: DemandSync | None = None
 
     async def close(self) -> None:
         if self.watcher is not None:
             await self.watcher.close()
         if self.replica_sync is not None:
             await self.replica_sync.close()
+        if self.demand_sync is not None:
+            await self.demand_sync.close()
         await self.plane.close()
         if self.lease is not None:
             await self.lease.close()  # handed back, so a standby takes over at once
 
 
-async def start_control(settings: Settings, gateway: Gateway, store: Store | None) -> ControlRuntime | None:
+async def engine_secret(settings: Settings, store: Store | None, config_dir: Path | None) -> bytes:
+    """The cluster's secret the engine keys are derived from: the store's, else the file
+    beside the admin token. A server given no place to keep it (the embedded one: no
+    configuration file, no state directory, no admin token file) gets one for this run
+    only, as its engines end with it."""
+    if store is not None:
+        return await stored_secret(store.engine)
+    state_directory = os.environ.get("STATE_DIRECTORY")
+    if config_dir is None and not state_directory and not settings.admin_token_file:
+        return new_secret().encode()
+    return file_secret(secret_file(settings.effective_admin_token_file(config_dir, state_directory)))
+
+
+async def start_control(
+    settings: Settings, gateway: Gateway, store: Store | None, config_dir: Path | None = None
+) -> ControlRuntime | None:
     """With `control.enabled`: the control plane, listening for agents, publishing into
     the gateway's endpoints and taking the router's seams; with a store, also the lease,
-    the runtime catalog and its routes. None when the control plane is off."""
+    the runtime catalog and its routes, and the demand and replica rows. None when the
+    control plane is off. `config_dir` is where the cluster secret's file lives without
+    a store (beside the admin token's default)."""
     if not settings.control.enabled:
         return None
+    secret = await engine_secret(settings, store, config_dir)
     lease: LeaderLease | None = None
     catalogs: CatalogStore | None = None
     if store is not None:
@@ -91,10 +123,10 @@ async def start_control(settings: Settings, gateway: Gateway, store: Store | Non
         await lease.attempt()
         lease.start()
         catalogs = CatalogStore(store, settings)
-    options: dict[str, object] = {}
+    options: dict[str, object] = {"engine_secret": secret}
     if lease is not None:
         held = lease
-        options = {"is_leader": held.is_leader, "term": lambda: held.term}
+        options |= {"is_leader": held.is_leader, "term": lambda: held.term}
     plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings), **options)
     served = ServedPlane(plane, gateway)
     runtime = ControlRuntime(plane, lease)
@@ -121,6 +153,12 @@ async def start_control(settings: Settings, gateway: Gateway, store: Store | Non
         )
         await runtime.replica_sync.step()
         runtime.replica_sync.start()
+        runtime.demand_sync = DemandSync(
+            plane, DemandTable(store.engine), lease, interval=control.interval, refresh=lease.ttl
+        )
+        plane.listen_activations(runtime.demand_sync.urge)
+        await runtime.demand_sync.step()
+        runtime.demand_sync.start()
     if lease is not None:
         log.info("control plane: %s the lease", "holding" if lease.is_leader() else "standing by for")
     return runtime

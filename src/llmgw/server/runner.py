@@ -100,7 +100,9 @@ async def serve(
         for server in servers:
             await server.start()
         background = await gateway.background()
-        control = await start_control(settings, gateway, tenancy.store if tenancy is not None else None)
+        control = await start_control(
+            settings, gateway, tenancy.store if tenancy is not None else None, config_dir
+        )
         if api is not None and control is not None:
             api.control = control.routes
         log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)

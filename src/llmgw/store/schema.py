@@ -218,3 +218,28 @@ control_replicas = sa.Table(
     sa.Column("term", sa.BigInteger, nullable=False),
     sa.Column("updated_at", Seconds, nullable=False),
 )
+
+# What each server's router saw of each model (added by migration 0005): when it was last
+# asked for and since when a request has waited for it (NULL: none waits), so the leader
+# plans with the demand of every server, not only its own (llmgw.control.demand_table).
+# Times are the database's clock; `updated_at` shows the server alive.
+control_demand = sa.Table(
+    "control_demand",
+    metadata,
+    sa.Column("model", sa.Text, primary_key=True),
+    sa.Column("holder", sa.Text, primary_key=True),
+    sa.Column("last_asked", Seconds, nullable=True),
+    sa.Column("waiting_since", Seconds, nullable=True),
+    sa.Column("updated_at", Seconds, nullable=False),
+)
+
+# Secrets shared by every server of the store (added by migration 0005), one row per name,
+# made once by the first server that needs it (llmgw.control.cluster_secret). The engine
+# keys of the control plane's replicas are derived from the "engine" one.
+cluster_secrets = sa.Table(
+    "cluster_secrets",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("secret", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+)

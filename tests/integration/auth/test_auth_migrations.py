@@ -90,10 +90,23 @@ async def seed_0003(conn: AsyncConnection) -> None:
     )
 
 
+async def seed_0004(conn: AsyncConnection) -> None:
+    """The 0003 rows, with a replica the leader published into a 0004 store's table."""
+    await seed_0003(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO control_replicas (replica_id, model, url, engine, weight, pool, labels, term, "
+            "updated_at) VALUES ('chat-1', 'chat', 'http://10.0.0.5:20000', 'vllm', 1, 'chat', '{}', 7, "
+            "1800000002)"
+        )
+    )
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
     "0003": seed_0003,
+    "0004": seed_0004,
 }
 
 
@@ -157,9 +170,13 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                 async with store.engine.connect() as conn:
                     tombstones = (await conn.execute(sa.text("SELECT name FROM catalog_models"))).all()
                     assert [row.name for row in tombstones] == ["gone"]
-                    assert (
-                        await conn.execute(sa.text("SELECT count(*) FROM control_replicas"))
-                    ).scalar() == 0
+                    replicas = (
+                        await conn.execute(sa.text("SELECT replica_id, term FROM control_replicas"))
+                    ).all()
+                    assert [tuple(r) for r in replicas] == ([("chat-1", 7)] if version >= "0004" else [])
+            async with store.engine.connect() as conn:
+                for table in ("control_demand", "cluster_secrets"):  # added by 0005, empty
+                    assert (await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar() == 0
         finally:
             await store.close()
 

@@ -137,7 +137,11 @@ class Cluster:
         return self.servers[-1]
 
     def start_server(self, *models: dict[str, Any], **control: Any) -> GatewayProcess:
-        handle = start_gateway(server_config(self.agent_port, *models, **control), timeout=60)
+        """A server on this cluster's agent port; every server of the cluster keeps the
+        cluster secret (engine keys) in one place, as a restarted one would."""
+        config = server_config(self.agent_port, *models, **control)
+        config["admin_token_file"] = str(self.tmp / "secrets" / "admin-token")
+        handle = start_gateway(config, timeout=60)
         self.servers.append(handle)
         return handle
 

@@ -6,7 +6,12 @@ answer chat requests for the model (the follower routes by the replica table the
 leader writes to the store). After: the other server leads within the lease's ttl and a
 margin, the agents register with it, the engines are the same processes (adopted, not
 restarted), at no sampled moment do more than two engines of the model run, and the
-survivor answers chat requests.
+survivor answers chat requests (the engines demand keys derived from the secret both
+servers read from the store, so the new leader's router still reaches them).
+
+And demand seen only by the follower reaches the leader through the store: an on-demand
+model asked for only through the follower is started, stays up while the follower keeps
+asking past its idle timeout, and stops once the follower stops asking.
 
 The PostgreSQL server is the one `scripts/test-postgres.sh` provides (the one on
 127.0.0.1:5432, else a throwaway cluster); this test is skipped, with the script's
@@ -82,10 +87,10 @@ def pg_store() -> Iterator[str]:
                 )
 
 
-def _ha_config(agent_port: int, store: str, token_file: Path) -> dict[str, Any]:
+def _ha_config(agent_port: int, store: str, token_file: Path, model: dict[str, Any]) -> dict[str, Any]:
     config = server_config(
         agent_port,
-        sim_model("chat", min=REPLICAS, max=REPLICAS),
+        model,
         lease_ttl=f"{LEASE_TTL_S:g}s",
         unreachable_after=f"{UNREACHABLE_AFTER_S:g}s",
     )
@@ -97,13 +102,14 @@ def _ha_config(agent_port: int, store: str, token_file: Path) -> dict[str, Any]:
 class Servers:
     """The two servers, their agent ports, and the admin token they share."""
 
-    def __init__(self, c: Cluster, store: str, tmp: Path) -> None:
+    def __init__(self, c: Cluster, store: str, tmp: Path, model: dict[str, Any] | None = None) -> None:
         self.token_file = tmp / "admin-token"
         self.ports: dict[str, int] = {}
         self.handles: dict[str, GatewayProcess] = {}
+        model = model or sim_model("chat", min=REPLICAS, max=REPLICAS)
         for name in ("s1", "s2"):
             port = free_port()
-            handle = start_gateway(_ha_config(port, store, self.token_file), timeout=60)
+            handle = start_gateway(_ha_config(port, store, self.token_file, model), timeout=60)
             c.servers.append(handle)
             self.ports[name], self.handles[name] = port, handle
         self.token = self.token_file.read_text().strip()
@@ -146,22 +152,22 @@ class Servers:
         return str(made_key.json()["key"])
 
 
-def _chat(handle: GatewayProcess, key: str) -> int:
+def _chat(handle: GatewayProcess, key: str, model: str = "chat", timeout: float = 30) -> int:
     try:
         response = httpx.post(
             handle.base_url + "/chat/completions",
-            json={"model": "chat", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
+            json={"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
             headers={"authorization": f"Bearer {key}"},
-            timeout=30,
+            timeout=timeout,
         )
     except httpx.HTTPError:
         return 0
     return response.status_code
 
 
-def _engines(c: Cluster) -> dict[str, int]:
+def _engines(c: Cluster, model: str = "chat") -> dict[str, int]:
     """Replica id to PID of every live engine of the model, on any node."""
-    return {rid: pid for engines in c.engines("chat").values() for rid, pid in engines.items()}
+    return {rid: pid for engines in c.engines(model).values() for rid, pid in engines.items()}
 
 
 def test_the_standby_takes_over_a_killed_leader_and_adopts_its_replicas(
@@ -243,4 +249,54 @@ def test_the_standby_takes_over_a_killed_leader_and_adopts_its_replicas(
         print(
             f"takeover: leads {took_over_s:.2f}s after SIGKILL, agents registered at {registered_s:.2f}s;"
             f" at most {most} engines at once"
+        )
+
+
+IDLE_S = 6.0
+"""The on-demand model's idle timeout: well above how late the leader hears of an ask
+made on the follower (an interval to write, at most a second's resolution, an interval to
+read), so asks every second keep it up."""
+
+
+def test_an_on_demand_model_asked_for_only_through_the_follower_starts_stays_up_and_stops(
+    tmp_path: Path, pg_store: str
+) -> None:
+    with cluster(tmp_path) as c:
+        servers = Servers(c, pg_store, tmp_path, sim_model("lazy", min=0, max=1, idle_timeout=f"{IDLE_S:g}s"))
+        c.start_agent("node-a", servers=servers.agent_servers)
+        leaders = wait_for(
+            lambda: [n for n in servers.handles if servers.leads(n)], 30, "no server leads:\n" + c.logs()
+        )
+        [leader] = leaders
+        [follower] = [n for n in servers.handles if n != leader]
+        wait_for(
+            lambda: servers.ready_nodes(leader) == {"node-a"},
+            60,
+            "the agent never registered with the leader:\n" + c.logs(),
+        )
+        key = servers.api_key()
+        assert _engines(c, "lazy") == {}, "nothing runs before it is asked for"
+
+        # The first request through the follower waits while the leader starts the model.
+        answered = _chat(servers.handles[follower], key, "lazy", timeout=90)
+        assert answered == 200, f"the follower answered {answered}:\n" + c.logs()
+        running = _engines(c, "lazy")
+        assert len(running) == 1
+
+        # Asked for every second through the follower, for more than twice the idle
+        # timeout: the leader, which is never asked, keeps the same engine up.
+        kept_until = time.monotonic() + 2.5 * IDLE_S
+        asks = 0
+        while time.monotonic() < kept_until and asks < 100:
+            assert _chat(servers.handles[follower], key, "lazy") == 200, c.logs()
+            asks += 1
+            assert _engines(c, "lazy") == running, "stopped while the follower used it:\n" + c.logs()
+            time.sleep(1.0)
+
+        # Unasked: stopped after the idle timeout, its engine ended.
+        wait_for(
+            lambda: _engines(c, "lazy") == {},
+            IDLE_S + 30,
+            "the model never stopped once unasked:\n" + c.logs(),
+            pause=0.5,
         )

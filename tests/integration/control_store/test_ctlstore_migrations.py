@@ -1,6 +1,7 @@
 """Migration 0003 adds the lease and runtime-catalog tables to a store made empty, at
-0001 or at 0002, on SQLite and on PostgreSQL: the result is exactly the schema the code
-queries, and both tables work at once. (The data kept across every upgrade is
+0001 or at 0002, and 0005 the demand and cluster-secret tables to one at 0004, on SQLite
+and on PostgreSQL: the result is exactly the schema the code queries, and the tables
+work at once. (The data kept across every upgrade is
 tests/integration/auth/test_auth_migrations.py's subject.)"""
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from llmgw.control.catalog_store import CatalogStore
+from llmgw.control.cluster_secret import stored_secret
+from llmgw.control.demand import Asked
+from llmgw.control.demand_table import DemandTable
 from llmgw.control.lease import LeaseTable
 from llmgw.core.yamlio import dump_yaml
 from llmgw.store import Store, migrate, schema
@@ -31,6 +35,10 @@ def _tables(connection: sa.Connection) -> set[str]:
 
 def test_0003_follows_0002() -> None:
     assert migrate.revisions()[:3] == ["0001", "0002", "0003"]
+
+
+def test_0005_follows_0004() -> None:
+    assert migrate.revisions()[3:5] == ["0004", "0005"]
 
 
 @pytest.mark.parametrize("start", [None, "0001", "0002"])
@@ -55,6 +63,35 @@ def test_upgrading_adds_the_control_tables(blank_location: str, start: str | Non
             catalogs = CatalogStore(store, settings(SMALL))
             await catalogs.add(dump_yaml(definition(SMALL, name="extra")), "ops")
             assert (await catalogs.load()).catalog.names() == ["extra", "small"]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("start", [None, "0004"])
+def test_upgrading_adds_the_demand_and_secret_tables(blank_location: str, start: str | None) -> None:
+    async def scenario() -> None:
+        if start is not None:
+            engine = create_engine(blank_location)
+            try:
+                await migrate.upgrade(engine, start)
+                async with engine.connect() as conn:
+                    assert not {"control_demand", "cluster_secrets"} & await conn.run_sync(_tables)
+            finally:
+                await engine.dispose()
+        store = await Store.open(blank_location)
+        try:
+            assert await migrate.current_revision(store.engine) == migrate.head()
+            async with store.engine.connect() as conn:
+                assert await conn.run_sync(_differences) == []
+            table = DemandTable(store.engine, db_time=lambda: 100.0)
+            await table.write("s1", {"chat": Asked(99.0, None)}, local_now=100.0)
+            assert [(r.model, r.holder, r.asked) for r in (await table.read()).rows] == [
+                ("chat", "s1", Asked(99.0, None))
+            ]
+            made = await stored_secret(store.engine)
+            assert await stored_secret(store.engine) == made
         finally:
             await store.close()
 

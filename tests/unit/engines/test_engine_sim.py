@@ -40,7 +40,12 @@ def test_argv() -> None:
         "0.01",
     )
     assert launch.metric_names is ANY
-    assert not launch.enforces_api_key
+    assert launch.enforces_api_key
+
+
+def test_the_replicas_key_is_demanded_of_callers() -> None:
+    launch = sim.launch(_PROFILE, LaunchContext(port=20001, host="127.0.0.1", api_key="k-1"))
+    assert launch.argv[-2:] == ("--api-key", "k-1")
 
 
 def test_the_sims_own_parser_takes_the_command_line() -> None:
