@@ -119,7 +119,8 @@ class Handlers:
         if method == "GET":
             return 200, m.scope_json(await tenancy.get(kind, scope_id))
         if method == "PATCH":
-            patch_type = m.UserPatch if kind == "user" else m.ScopeFields
+            # A person owns no models, so has no GPU quota: its patch refuses the field.
+            patch_type = m.UserPatch if kind == "user" else m.TenancyFields
             patch = patch_type.model_validate(body)
             self._check_band(patch.band)
             scope = await tenancy.update(

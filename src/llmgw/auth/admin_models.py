@@ -38,16 +38,23 @@ class ScopeFields(Body):
     max_key_ttl: Duration | None = None
 
 
-class OrgBody(ScopeFields):
+class TenancyFields(ScopeFields):
+    """What an org, team or project sets beyond a person's: the devices (whole cards or
+    MIG instances) the models it owns may hold together, its subtree's included."""
+
+    gpu_quota: Limit | None = None
+
+
+class OrgBody(TenancyFields):
     id: Ident
 
 
-class TeamBody(ScopeFields):
+class TeamBody(TenancyFields):
     id: Ident
     org: Ident
 
 
-class ProjectBody(ScopeFields):
+class ProjectBody(TenancyFields):
     id: Ident
     team: Ident
 
@@ -110,8 +117,10 @@ def store_changes(fields: ScopeFields, *, given: set[str]) -> dict[str, Any]:
             changes["budget_micros"] = micros(value)
         elif name == "max_key_ttl":
             changes["max_key_ttl_s"] = None if value is None else value.total_seconds()
-        elif name in ("rpm", "tpm", "budget_period", "allowed_models", "band", "email", "disabled"):
-            changes[name] = tuple(value) if name == "allowed_models" and value is not None else value
+        elif name == "allowed_models":
+            changes[name] = None if value is None else tuple(value)
+        elif name in ("rpm", "tpm", "budget_period", "band", "gpu_quota", "email", "disabled"):
+            changes[name] = value
     return changes
 
 
@@ -139,6 +148,7 @@ def scope_json(scope: Scope) -> dict[str, Any]:
         out.update(email=scope.email, disabled=scope.disabled)
     else:
         out["max_key_ttl"] = _ttl_text(scope.max_key_ttl_s)
+        out["gpu_quota"] = scope.gpu_quota
     return out
 
 

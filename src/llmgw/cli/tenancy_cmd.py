@@ -19,7 +19,17 @@ from rich.table import Table
 from llmgw.auth.admin_client import DEFAULT_ADMIN_URL, AdminClient, AdminError, find_token
 from llmgw.errors import ConfigError
 
-_SCOPE_COLUMNS = ("id", "rpm", "tpm", "budget", "budget_period", "allowed_models", "band", "max_key_ttl")
+_SCOPE_COLUMNS = (
+    "id",
+    "rpm",
+    "tpm",
+    "budget",
+    "budget_period",
+    "allowed_models",
+    "band",
+    "max_key_ttl",
+    "gpu_quota",
+)
 
 
 def connect(
@@ -93,6 +103,7 @@ def _fields(
     models: str | None,
     band: str | None,
     max_key_ttl: str | None,
+    gpu_quota: int | None = None,
 ) -> dict[str, Any]:
     given = {
         "rpm": rpm,
@@ -102,6 +113,7 @@ def _fields(
         "allowed_models": _models(models),
         "band": band,
         "max_key_ttl": max_key_ttl,
+        "gpu_quota": gpu_quota,
     }
     return {name: value for name, value in given.items() if value is not None}
 
@@ -114,7 +126,18 @@ _PERIOD = typer.Option(None, "--period", help="Budget period: day or month.")
 _MODELS = typer.Option(None, "--models", help="Allowed models, comma-separated (empty: none).")
 _BAND = typer.Option(None, "--band", help="Admission band of its keys.")
 _TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 720h.")
+_GPU_QUOTA = typer.Option(
+    None,
+    "--gpu-quota",
+    min=0,
+    help="Devices (cards or MIG instances) the models it owns may hold together; orgs, teams, projects.",
+)
 _CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
+
+
+def _no_quota_for_people(kind: str, gpu_quota: int | None) -> None:
+    if kind == "user" and gpu_quota is not None:
+        raise fail(ValueError("a person owns no models: set --gpu-quota on an org, team or project"))
 
 
 def scope_app(kind: str, parent: str | None) -> typer.Typer:
@@ -150,9 +173,12 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         models: str | None = _MODELS,
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
+        gpu_quota: int | None = _GPU_QUOTA,
         as_json: bool = _JSON,
     ) -> None:
-        body: dict[str, Any] = {"id": ident, **_fields(rpm, tpm, budget, period, models, band, max_key_ttl)}
+        _no_quota_for_people(kind, gpu_quota)
+        fields = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
+        body: dict[str, Any] = {"id": ident, **fields}
         if parent:
             if parent_id is None:
                 raise fail(ValueError(f"a {kind} belongs to a {parent}: give --{parent}"))
@@ -189,11 +215,14 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         models: str | None = _MODELS,
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
+        gpu_quota: int | None = _GPU_QUOTA,
         clear: list[str] = _CLEAR,
         as_json: bool = _JSON,
     ) -> None:
-        """Changes settings; those not given stay, those named by --clear are inherited again."""
-        body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl)
+        """Changes settings; those not given stay, those named by --clear are inherited again
+        (a cleared gpu_quota is no quota)."""
+        _no_quota_for_people(kind, gpu_quota)
+        body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
         body.update(dict.fromkeys(clear))
         if not body:
             raise fail(ValueError("nothing to change: give a setting, or --clear one"))

@@ -1,6 +1,7 @@
 """What is free where, for one placement pass: each ready node's free devices by
 class, free cores, memory and disk left, the weights it holds, the replicas of each
-model on it, and the power drawn in every capped domain.
+model on it, the power drawn in every capped domain, and the devices the models of each
+part of the tenancy tree hold (for owners' quotas).
 
 Built once per pass from the nodes and the replicas that hold capacity, indexed by GPU
 class and by label so a profile looks only at the nodes that could carry it, and then
@@ -20,6 +21,7 @@ from llmgw.catalog import Catalog, Profile
 from llmgw.config.control import FacilityPolicy
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.facility import Domain, domains_of
+from llmgw.control.quotas import chain
 
 _GB = 1 << 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -112,14 +114,22 @@ class Holding:
 class Capacity:
     """The cluster's free capacity during one pass, indexed for placement."""
 
-    def __init__(self, nodes: Sequence[NodeView], facility: FacilityPolicy | None) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeView],
+        facility: FacilityPolicy | None,
+        owner_parents: Mapping[str, str] | None = None,
+    ) -> None:
         self.facility = facility
+        self.owner_parents: Mapping[str, str] = owner_parents or {}
         self.nodes: dict[str, NodeCapacity] = {}
         self.by_class: dict[str, list[str]] = {}
         self.ready_ids: list[str] = []
         self.by_label: dict[tuple[str, str], set[str]] = {}
         self.domain_watts: dict[Domain, float] = {}
         self.owner_cards: Counter[str] = Counter()
+        """Devices held by each scope's models, its whole subtree's: a card a project's
+        model holds counts for the project, its team and its org (`owner_parents`)."""
         self.by_weights: dict[str, set[str]] = {}
         # Ready nodes by class ('' for every ready node, as CPU profiles see them) and by
         # how much they have free: devices of any class, or cores for ''. Placement walks
@@ -241,8 +251,8 @@ class Capacity:
 
     def _apply(self, h: Holding, *, taking: bool) -> None:
         sign = 1 if taking else -1
-        if h.owner:
-            self.owner_cards[h.owner] += sign * h.cards
+        for scope in chain(h.owner, self.owner_parents):
+            self.owner_cards[scope] += sign * h.cards
         for a in h.assignments:
             node = self.nodes.get(a.node_id)
             if node is None:

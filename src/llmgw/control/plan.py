@@ -6,6 +6,10 @@ In order: failed replicas are acknowledged, those on lost nodes written off, tho
 models that left the catalog stopped; every model is brought within its floor and
 ceiling, surplus newest first; then the models below their floor are placed, highest
 class first, each taking capacity from strictly lower classes where nothing else fits.
+A start, with or without preemption, is made only where its owner and every scope above
+it that has a quota (`llmgw.control.quotas`) has room for its devices; a replica already
+running over a quota lowered since is left alone (the quota holds back starts, it does
+not stop what serves).
 Free capacity is indexed only when something must be placed, so a pass with nothing to
 change reads the replicas and the clock and no more.
 
@@ -28,6 +32,7 @@ from llmgw.control.cluster import Assignment, ModelDemand, NodeView, ReplicaView
 from llmgw.control.desired import DEFAULT_IDLE_TIMEOUT, Desired, desired, placeable
 from llmgw.control.placement import Choice, Need, needs_of, place, why_not
 from llmgw.control.preemption import Victim, preempt
+from llmgw.control.quotas import Quotas
 
 StopReason = Literal["scale_down", "idle", "outside_schedule", "preempted", "removed", "lost", "failed"]
 
@@ -89,11 +94,15 @@ def plan(
     new_id: Callable[[str], str],
     default_idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT,
     owner_quotas: Mapping[str, int] = MappingProxyType({}),
+    owner_parents: Mapping[str, str] = MappingProxyType({}),
 ) -> Plan:
     """What to start and stop now. `owner_quotas` caps the cards the models of each
-    owner (`org:ID`, `team:ID`, `project:ID`) may hold together."""
+    scope (`org:ID`, `team:ID`, `project:ID`) may hold together, its whole subtree's;
+    `owner_parents` says which scope each is under (`project:p` to `team:t`, `team:t`
+    to `org:o`), so a project's model counts against its team's and org's quotas too."""
+    quotas = Quotas(owner_quotas, owner_parents)
     return _Pass(
-        catalog, nodes, replicas, demand, now, tz, facility, new_id, default_idle_timeout, owner_quotas
+        catalog, nodes, replicas, demand, now, tz, facility, new_id, default_idle_timeout, quotas
     ).run()
 
 
@@ -109,6 +118,7 @@ def explain(
     facility: FacilityPolicy | None = None,
     default_idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT,
     owner_quotas: Mapping[str, int] = MappingProxyType({}),
+    owner_parents: Mapping[str, str] = MappingProxyType({}),
 ) -> list[str]:
     """What `llmgw ctl explain MODEL` prints: the count the model should have and why,
     where its replicas are, and what the next pass would do for it and why."""
@@ -126,6 +136,7 @@ def explain(
         new_id=lambda name: "a new replica",
         default_idle_timeout=default_idle_timeout,
         owner_quotas=owner_quotas,
+        owner_parents=owner_parents,
     )
     lines = list(decided.explanations.get(found.name, ()))
     for r in sorted(replicas, key=lambda r: r.id):
@@ -145,7 +156,7 @@ class _Pass:
     facility: FacilityPolicy | None
     new_id: Callable[[str], str]
     default_idle_timeout: timedelta
-    owner_quotas: Mapping[str, int]
+    quotas: Quotas
     starts: list[Start] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     said: dict[str, list[str]] = field(default_factory=dict)
@@ -236,7 +247,7 @@ class _Pass:
         self.live[m.name] = [r for r in live if r.id not in gone]
 
     def _place(self, short: Sequence[Model]) -> None:
-        capacity = Capacity(self.nodes, self.facility)
+        capacity = Capacity(self.nodes, self.facility, self.quotas.parents)
         victims: dict[str, list[Victim]] = {}
         stopping = {s.replica_id for s in self.stops if s.reason in ("lost", "failed")}
         kept = {r.id for live in self.live.values() for r in live}
@@ -290,7 +301,9 @@ class _Pass:
         capacity: Capacity,
         victims: dict[str, list[Victim]],
     ) -> tuple[Choice | None, tuple[Victim, ...]]:
-        allowed = [n for n in needs if self._quota_left(n, capacity)]
+        # Quotas are checked before preemption too: taking a lower class's cards never
+        # buys an owner more than its quota.
+        allowed = [n for n in needs if self.quotas.allows(n.owner, n.cards, capacity.owner_cards)]
         for need in allowed:
             choice = place(capacity, need)
             if choice is not None:
@@ -311,10 +324,6 @@ class _Pass:
             return found.choice, found.victims
         return None, ()
 
-    def _quota_left(self, need: Need, capacity: Capacity) -> bool:
-        quota = self.owner_quotas.get(need.owner)
-        return quota is None or capacity.owner_cards[need.owner] + need.cards <= quota
-
     def _explain_misfit(self, m: Model, needs: Sequence[Need], capacity: Capacity) -> None:
         if not needs:
             classes = ", ".join(capacity.classes) or "none"
@@ -323,14 +332,8 @@ class _Pass:
             )
             return
         for need in needs[:MAX_SENTENCES_PER_KIND]:
-            if not self._quota_left(need, capacity):
-                quota = self.owner_quotas[need.owner]
-                reason = (
-                    f"owner {need.owner} holds {capacity.owner_cards[need.owner]} of its {quota} cards,"
-                    f" and a replica takes {need.cards}"
-                )
-            else:
-                reason = why_not(capacity, need)
+            blocked = self.quotas.blocked(need.owner, need.cards, capacity.owner_cards)
+            reason = why_not(capacity, need) if blocked is None else blocked.sentence(need.owner)
             self._say(m.name, f"profile {need.replica_profile}: {reason}")
         if len(needs) > MAX_SENTENCES_PER_KIND:
             self._say(m.name, f"and {len(needs) - MAX_SENTENCES_PER_KIND} more profiles do not fit either")

@@ -9,8 +9,9 @@ on-demand model costs a pass, not an interval; a replica turning ready is publis
 moment its agent says so, which releases the waiting request.
 
 The admin API reads it through `nodes()`, `replicas()`, `explain(model)` and `catalog`,
-and changes the catalog with `replace_catalog`; `is_leader` (the store's lease) decides
-whether this process places work or only follows.
+and changes the catalog with `replace_catalog`; the owners' GPU quotas come from the
+store through `set_quotas` (`llmgw.control.quota_watch`); `is_leader` (the store's
+lease) decides whether this process places work or only follows.
 
 Leadership is read at the top of every pass. A plane that gains it takes agents and
 gives them `unreachable_after` from that moment to come back before it places anything
@@ -56,6 +57,7 @@ from llmgw.control.hub import AgentHub
 from llmgw.control.nodes import NodeRegistry
 from llmgw.control.orders import engine_key
 from llmgw.control.publish import Publisher
+from llmgw.control.quotas import NO_QUOTAS, Quotas
 from llmgw.control.reconciler import Reconciler, ReconcileRules
 from llmgw.control.replicas import Change, ReplicaBook
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
@@ -152,6 +154,7 @@ class ControlPlane:
         self.is_leader = is_leader
         self._clock = clock
         self._secret = engine_secret
+        self._quotas: Quotas = NO_QUOTAS
         self.registry = NodeRegistry(
             unreachable_after_s=config.unreachable_after.total_seconds(),
             lost_after_s=config.lost_after.total_seconds(),
@@ -186,6 +189,7 @@ class ControlPlane:
             # Read through self: the store's lease is set on the plane after it is built.
             is_leader=lambda: self.is_leader() and self.settled(),
             term=term,
+            quotas=lambda: self._quotas,
         )
         self._started_at: float | None = None
         self._leading = False
@@ -412,6 +416,22 @@ class ControlPlane:
         self._catalog = catalog
         self.wake()
 
+    @property
+    def quotas(self) -> Quotas:
+        """The owners' GPU quotas planned with (none unless the server's store sets some)."""
+        return self._quotas
+
+    def set_quotas(self, quotas: Quotas) -> None:
+        """Quotas read anew from the store: the next pass (now) plans with them, so a
+        raised quota places what waited for it at once."""
+        self._quotas = quotas
+        self.wake()
+
+    def owners(self) -> set[str]:
+        """The scopes the catalog's models count against (the quotas' tree is read for
+        these)."""
+        return {m.owner for m in self._catalog.models() if m.owner}
+
     def nodes(self) -> list[NodeView]:
         return self.registry.views()
 
@@ -429,6 +449,8 @@ class ControlPlane:
             tz=self.config.tz,
             model=model,
             facility=self.config.facility,
+            owner_quotas=self._quotas.limits,
+            owner_parents=self._quotas.parents,
         )
         found = self._catalog.resolve(model)
         if found is not None and self.reconciler.backoff.holds(found.name, now):

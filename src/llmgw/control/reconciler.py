@@ -7,7 +7,8 @@ waiting for a model, a replica failing):
 1. Ends are settled: a replica that failed or crashed counts against its model's
    backoff and is stopped everywhere (which also acknowledges it, so its agent forgets
    it); one that stopped is acknowledged and forgotten.
-2. Only the lease holder decides: `plan` (pure) says what to start and stop.
+2. Only the lease holder decides: `plan` (pure) says what to start and stop, within
+   the owners' GPU quotas in force (`quotas`, read from the store by the server).
 3. Starts of a model still in backoff are held back, with the stops that would have
    made room for them; the others become pending replicas at once, so the next pass
    counts them, and their orders go out as soon as nothing they wait for holds the
@@ -49,6 +50,7 @@ from llmgw.control.nodes import NodeRegistry
 from llmgw.control.orders import start_order, stop_order
 from llmgw.control.plan import Plan, Start, Stop, plan
 from llmgw.control.publish import Publisher
+from llmgw.control.quotas import NO_QUOTAS, Quotas
 from llmgw.control.replicas import Part, ReplicaBook, ReplicaRecord
 from llmgw.router.endpoints import Endpoint
 
@@ -119,6 +121,7 @@ class Reconciler:
         is_leader: Callable[[], bool] = lambda: True,
         term: Callable[[], int | None] | None = None,
         new_id: Callable[[str], str] = new_replica_id,
+        quotas: Callable[[], Quotas] = lambda: NO_QUOTAS,
     ) -> None:
         self.book = book
         self.nodes = nodes
@@ -133,6 +136,7 @@ class Reconciler:
         self._is_leader = is_leader
         self._term = term
         self._new_id = new_id
+        self._quotas = quotas
         self._draining: dict[str, asyncio.Task[None]] = {}
         self.last_plan: Plan | None = None
         self.passes = 0
@@ -159,6 +163,7 @@ class Reconciler:
         decided: Plan | None = None
         if self._is_leader():
             catalog = self._catalog()
+            quotas = self._quotas()
             decided = plan(
                 catalog,
                 self.nodes.views(),
@@ -168,6 +173,8 @@ class Reconciler:
                 tz=self.rules.tz,
                 facility=self.rules.facility,
                 new_id=self._new_id,
+                owner_quotas=quotas.limits,
+                owner_parents=quotas.parents,
             )
             starts, stops, held = held_by_backoff(decided, self.backoff, now)
             for model in sorted(held):

@@ -7,9 +7,10 @@ was last asked for), and, where the server has a store (auth on, `auth.store`), 
 leader lease that lets several servers share one catalog, the runtime catalog kept in
 the store, its watcher, the replica table through which servers that do not lead still
 route (`llmgw.control.replica_sync`), the demand rows through which every server's
-requests reach the leader's plan (`llmgw.control.demand_sync`), and the `/api/control`
-routes. Without a store the plane runs on the configuration's catalog alone and leads on
-its own.
+requests reach the leader's plan (`llmgw.control.demand_sync`), the owners' GPU quotas
+set on the tenancy tree (`llmgw.control.quota_watch`), and the `/api/control` routes.
+Without a store the plane runs on the configuration's catalog alone, with no quotas, and
+leads on its own.
 
 Every engine the plane starts demands an API key derived from the cluster's secret
 (`llmgw.control.cluster_secret`): kept in the store where there is one, else in a file
@@ -34,6 +35,7 @@ from llmgw.control.demand_sync import DemandSync
 from llmgw.control.demand_table import DemandTable
 from llmgw.control.lease import LeaderLease, LeaseTable
 from llmgw.control.plane import ControlPlane
+from llmgw.control.quota_watch import QuotaWatch
 from llmgw.control.replica_sync import ReplicaSync, follower_grace
 from llmgw.control.replica_table import ReplicaTable
 from llmgw.server.endpoints_static import static_specs
@@ -79,10 +81,13 @@ class ControlRuntime:
     routes: ControlRoutes | None = None
     replica_sync: ReplicaSync | None = None
     demand_sync: DemandSync | None = None
+    quota_watch: QuotaWatch | None = None
 
     async def close(self) -> None:
         if self.watcher is not None:
             await self.watcher.close()
+        if self.quota_watch is not None:
+            await self.quota_watch.close()
         if self.replica_sync is not None:
             await self.replica_sync.close()
         if self.demand_sync is not None:
@@ -136,6 +141,13 @@ async def start_control(
         await runtime.watcher.check()
         runtime.watcher.start()
         runtime.routes = ControlRoutes(served, catalogs, lease)
+    if store is not None:
+        # Read before the first pass, so nothing is placed past a quota already set.
+        runtime.quota_watch = QuotaWatch(
+            store.tenancy, plane.owners, plane.set_quotas, settings.control.interval
+        )
+        await runtime.quota_watch.check()
+        runtime.quota_watch.start()
     gateway.flow.activator = plane
     plane.watch_requests(gateway.flow.last_asked, gateway.clock)
     await plane.start()

@@ -35,6 +35,9 @@ class Scope:
     allowed_models: tuple[str, ...] | None = None
     band: str | None = None
     max_key_ttl_s: float | None = None
+    gpu_quota: int | None = None
+    """Devices (whole cards or MIG instances) the models this org, team or project owns
+    may hold together, its subtree's included; None: no quota. Never set on a person."""
     email: str | None = None
     disabled: bool = False
     created_at: float = 0.0

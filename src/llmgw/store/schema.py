@@ -8,7 +8,8 @@ exactly these tables.
 Times are UNIX seconds (floats), money is integer millionths of a budget unit, token
 counts are integers. Identifiers of organisations, teams, projects and users are the
 names operators give them (`team:research` in a catalog's owner refers to one), unique
-in their table; a key is identified by its short public prefix.
+in their table; a key is identified by its short public prefix. `gpu_quota` (added by
+migration 0006) is the devices the models an org, team or project owns may hold.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ orgs = sa.Table(
     sa.Column("id", sa.Text, primary_key=True),
     *_scope_columns(),
     sa.Column("max_key_ttl_s", Seconds, nullable=True),
+    sa.Column("gpu_quota", sa.Integer, nullable=True),
 )
 
 teams = sa.Table(
@@ -51,6 +53,7 @@ teams = sa.Table(
     sa.Column("org_id", sa.Text, sa.ForeignKey("orgs.id"), nullable=False, index=True),
     *_scope_columns(),
     sa.Column("max_key_ttl_s", Seconds, nullable=True),
+    sa.Column("gpu_quota", sa.Integer, nullable=True),
 )
 
 projects = sa.Table(
@@ -60,6 +63,7 @@ projects = sa.Table(
     sa.Column("team_id", sa.Text, sa.ForeignKey("teams.id"), nullable=False, index=True),
     *_scope_columns(),
     sa.Column("max_key_ttl_s", Seconds, nullable=True),
+    sa.Column("gpu_quota", sa.Integer, nullable=True),
 )
 
 users = sa.Table(

@@ -7,7 +7,7 @@ is refused by the database's foreign keys and comes out as `StoreConflict`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -25,6 +25,8 @@ TABLES: dict[ScopeKind, sa.Table] = {
     "project": schema.projects,
     "user": schema.users,
 }
+QUOTA_KINDS: tuple[ScopeKind, ...] = ("org", "team", "project")
+"""The levels that own models, and so may have a GPU quota."""
 # The settings an operator may change on a scope after creating it.
 SETTABLE: frozenset[str] = frozenset(
     {
@@ -35,6 +37,7 @@ SETTABLE: frozenset[str] = frozenset(
         "allowed_models",
         "band",
         "max_key_ttl_s",
+        "gpu_quota",
         "email",
         "disabled",
     }
@@ -62,6 +65,7 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         allowed_models=_models(row["allowed_models"]),
         band=row["band"],
         max_key_ttl_s=row.get("max_key_ttl_s"),
+        gpu_quota=row.get("gpu_quota"),
         email=row.get("email"),
         disabled=bool(row.get("disabled", False)),
         created_at=row["created_at"],
@@ -89,6 +93,7 @@ def _values(scope: Scope) -> dict[str, Any]:
         values["disabled"] = scope.disabled
     else:
         values["max_key_ttl_s"] = scope.max_key_ttl_s
+        values["gpu_quota"] = scope.gpu_quota
     return values
 
 
@@ -132,6 +137,9 @@ class TenancyRepo:
     async def update(self, kind: ScopeKind, scope_id: str, changes: Mapping[str, Any], now: float) -> Scope:
         """Sets the given settings (None clears one back to inherited)."""
         unknown = set(changes) - SETTABLE
+        if kind == "user":
+            # A person owns no models: GPU quotas are per org, team and project.
+            unknown |= set(changes) & {"gpu_quota"}
         if unknown:
             raise ValueError(f"cannot set {', '.join(sorted(unknown))} on a {kind}")
         values = dict(changes)
@@ -144,6 +152,32 @@ class TenancyRepo:
             if result.rowcount == 0:
                 raise StoreMissing(f"{kind} {scope_id!r} does not exist")
         return await self.get(kind, scope_id)
+
+    async def gpu_quotas(self) -> dict[str, int]:
+        """Every GPU quota set, by the scope as a catalog's `owner` names it
+        (`team:research`): one query, answered from the few rows that have one."""
+        parts = [
+            sa.select(sa.literal(kind).label("kind"), TABLES[kind].c.id, TABLES[kind].c.gpu_quota).where(
+                TABLES[kind].c.gpu_quota.is_not(None)
+            )
+            for kind in QUOTA_KINDS
+        ]
+        async with transaction(self._engine) as conn:
+            rows = (await conn.execute(sa.union_all(*parts))).all()
+        return {f"{kind}:{ident}": int(quota) for kind, ident, quota in rows}
+
+    async def parents_of(self, kind: ScopeKind, ids: Iterable[str]) -> dict[str, str]:
+        """The org of each team, or the team of each project, among `ids`; ids that do
+        not exist are left out."""
+        wanted = sorted(set(ids))
+        parent_field = PARENT_FIELD[kind]
+        if not wanted or parent_field is None:
+            return {}
+        table = TABLES[kind]
+        query = sa.select(table.c.id, table.c[parent_field]).where(table.c.id.in_(wanted))
+        async with transaction(self._engine) as conn:
+            rows = (await conn.execute(query)).all()
+        return {str(ident): str(parent) for ident, parent in rows}
 
     async def delete(self, kind: ScopeKind, scope_id: str) -> None:
         table = TABLES[kind]

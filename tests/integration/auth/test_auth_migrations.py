@@ -102,11 +102,28 @@ async def seed_0004(conn: AsyncConnection) -> None:
     )
 
 
+async def seed_0005(conn: AsyncConnection) -> None:
+    """The 0004 rows, with a server's demand row and the engine secret a 0005 store keeps."""
+    await seed_0004(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO control_demand (model, holder, last_asked, waiting_since, updated_at) "
+            "VALUES ('chat', 'gpu-01:42:abcdef', 1800000003, NULL, 1800000003)"
+        )
+    )
+    await conn.execute(
+        sa.text(
+            "INSERT INTO cluster_secrets (name, secret, created_at) VALUES ('engine', 's3cret', 1800000000)"
+        )
+    )
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
     "0003": seed_0003,
     "0004": seed_0004,
+    "0005": seed_0005,
 }
 
 
@@ -175,8 +192,15 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                     ).all()
                     assert [tuple(r) for r in replicas] == ([("chat-1", 7)] if version >= "0004" else [])
             async with store.engine.connect() as conn:
-                for table in ("control_demand", "cluster_secrets"):  # added by 0005, empty
-                    assert (await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar() == 0
+                for table in ("control_demand", "cluster_secrets"):  # added by 0005
+                    count = (await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar()
+                    assert count == (1 if version >= "0005" else 0)
+            # 0006's GPU quotas: none on the rows already there, and settable at once.
+            assert (org.gpu_quota, project.gpu_quota) == (None, None)
+            assert await store.tenancy.gpu_quotas() == {}
+            await store.tenancy.update("team", "t", {"gpu_quota": 4}, now=T)
+            assert await store.tenancy.gpu_quotas() == {"team:t": 4}
+            assert await store.tenancy.parents_of("project", ["p"]) == {"p": "t"}
         finally:
             await store.close()
 

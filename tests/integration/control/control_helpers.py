@@ -145,8 +145,11 @@ class Cluster:
         self.servers.append(handle)
         return handle
 
-    def start_agent(self, node_id: str, labels: str = "", servers: str = "") -> Agent:
-        """An agent dialling this cluster's agent port, or `servers` (host:port,...)."""
+    def start_agent(
+        self, node_id: str, labels: str = "", servers: str = "", env: dict[str, str] | None = None
+    ) -> Agent:
+        """An agent dialling this cluster's agent port, or `servers` (host:port,...);
+        `env` is added to its clean environment (a PATH with a recorded nvidia-smi)."""
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
         server = servers or f"127.0.0.1:{self.agent_port}"
@@ -156,7 +159,11 @@ class Cluster:
             command += ["--labels", labels]
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=clean_env()
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=clean_env(**(env or {})),
             )
         agent = Agent(node_id, process, state, log_path)
         self.agents[node_id] = agent
