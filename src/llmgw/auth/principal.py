@@ -61,6 +61,8 @@ class Principal:
         return mine is not None and mine == ident
 
     def allows(self, model: str) -> bool:
+        if not self.model_sets:  # the usual case: no level restricts the models
+            return True
         return all(model in allowed for allowed in self.model_sets)
 
 
