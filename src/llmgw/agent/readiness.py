@@ -25,7 +25,10 @@ FIRST_POLL_S = 0.05
 """The first pause between polls; each next one is half as long again, up to MAX_POLL_S.
 A sim is up in a fraction of a second and a large model in minutes: both are seen
 promptly without hammering either."""
-MAX_POLL_S = 1.0
+MAX_POLL_S = 0.25
+"""A request for an on-demand model waits for this poll to see its engine ready, so the
+cap is what readiness adds to a cold start at most; four probes a second of a health
+endpoint cost an engine nothing."""
 REQUEST_TIMEOUT_S = 2.0
 """One probe's bound: an engine busy loading may accept the connection and answer late."""
 
