@@ -94,12 +94,23 @@ def gateway_config(
     }
 
 
+GATEWAY_CORE, LOAD_CORE = 0, 1
+
+
+def pin(pid: int, core: int) -> None:
+    """Every thread of `pid` onto `core` (a process's threads each carry their own mask)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), {core})
+
+
 @contextlib.contextmanager
 def started_sims(a: argparse.Namespace) -> Iterator[list[SimEngineProcess]]:
     sims: list[SimEngineProcess] = []
     try:
         for _ in range(a.replicas):
             sims.append(start_sim_engine(*sim_args(a)))
+            if a.pin:
+                pin(sims[-1].pid, LOAD_CORE)
         yield sims
     finally:
         for s in sims:
@@ -107,8 +118,10 @@ def started_sims(a: argparse.Namespace) -> Iterator[list[SimEngineProcess]]:
 
 
 @contextlib.contextmanager
-def started_gateway(config: dict[str, Any]) -> Iterator[GatewayProcess]:
+def started_gateway(config: dict[str, Any], a: argparse.Namespace) -> Iterator[GatewayProcess]:
     handle = start_gateway(config, timeout=120.0)
+    if a.pin:
+        pin(handle.process.pid, GATEWAY_CORE)
     try:
         yield handle
     finally:
@@ -336,7 +349,7 @@ async def admission_counters(gw: GatewayProcess) -> dict[str, float]:
 async def run(a: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with started_sims(a) as sims:
-        with started_gateway(gateway_config(sims, a, admission=True)) as gw:
+        with started_gateway(gateway_config(sims, a, admission=True), a) as gw:
             print("[overload] unloaded platinum TTFT…", flush=True)
             base = await unloaded(gw, a.unloaded_requests, a)
             ttfts = [o.ttft for o in base if o.ttft is not None]
@@ -360,7 +373,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             print(f"[overload] admission on: {json.dumps(result['on']['bands'])}", flush=True)
         if a.off_duration > 0:
             await quiet(sims)
-            with started_gateway(gateway_config(sims, a, admission=False)) as off:
+            with started_gateway(gateway_config(sims, a, admission=False), a) as off:
                 outcomes, samples = await overload(off, offered, a.off_duration, a, a.seed)
                 result["off"] = summary(outcomes, samples, a.off_duration, {})
                 print(f"[overload] admission off: {json.dumps(result['off']['bands'])}", flush=True)
@@ -429,6 +442,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--capacity-seconds", type=float, default=None)
     p.add_argument("--client-timeout", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="the gateway on core 0, the sims and the load generator on core 1 (needs 2 cores)",
+    )
     p.add_argument("--out", type=Path, default=None, help="report path without suffix")
     a = p.parse_args(argv)
     # --quick changes the defaults only: a value given on the command line stands.
@@ -469,6 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {rerender(Path(name))}")
         return 0
     a = parse_args(argv)
+    if a.pin:
+        # The load generator here, and the sims it starts, on the load core.
+        pin(os.getpid(), LOAD_CORE)
     started = dt.datetime.now().astimezone()
     cpu = next(
         (

@@ -202,8 +202,12 @@ def report(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) 
         f"Command: `{meta['command']}`",
         "",
         f"Machine: {meta['machine']} — **2 vCPUs shared with other engineers' work**; load average "
-        f"{meta['loadavg_start']:.1f} at the start and {meta['loadavg_end']:.1f} at the end. The gateway, "
-        f"{a.replicas} sims and the load generator all ran on those 2 cores, unpinned.",
+        f"{meta['loadavg_start']:.1f} at the start and {meta['loadavg_end']:.1f} at the end. "
+        + (
+            f"The gateway pinned to core 0; the {a.replicas} sims and the load generator to core 1 (`--pin`)."
+            if getattr(a, "pin", False)
+            else f"The gateway, {a.replicas} sims and the load generator all ran on those 2 cores, unpinned."
+        ),
         "",
         f"Set-up: {a.replicas} sim replicas (`{' '.join(sim_args(a))}`), `llmgw server` in front with "
         f"`router.scoring.target_inflight: {a.max_seqs}` (saturation 1.0 = every sequence slot busy), "
