@@ -30,6 +30,7 @@ from llmgw.agent.client import AgentLink, agent_urls
 from llmgw.agent.discovery import check_labels, default_probes, discover
 from llmgw.agent.node import Node, NodeConfig
 from llmgw.agent.tls import client_context
+from llmgw.cli.refusals import cannot_start, refuse_config
 from llmgw.errors import AgentError, ConfigError
 
 LOCK_NAME = "agent.lock"
@@ -190,12 +191,9 @@ def agent(
                 )
             )
     except ConfigError as exc:
-        for problem in exc.problems:
-            typer.echo(problem, err=True)
-        raise typer.Exit(code=2) from None
+        raise refuse_config(exc) from None
     except AgentError as exc:
         typer.echo(f"llmgw agent: {exc}", err=True)
         raise typer.Exit(code=2) from None
     except OSError as exc:
-        typer.echo(f"llmgw agent could not start: {exc.strerror or exc}", err=True)
-        raise typer.Exit(code=1) from None
+        raise cannot_start("agent", exc) from None

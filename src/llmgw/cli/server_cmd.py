@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 import uvloop
 
+from llmgw.cli.refusals import cannot_start, refuse_config
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
 from llmgw.server.embedded import describe, embedded_settings
@@ -39,12 +40,9 @@ def server(
         else:
             uvloop.run(serve(load_settings(config), config_dir=config.parent))
     except ConfigError as exc:
-        for problem in exc.problems:
-            typer.echo(problem, err=True)
-        raise typer.Exit(code=2) from None
+        raise refuse_config(exc) from None
     except StoreError as exc:
         typer.echo(f"llmgw server could not open its store (auth.store): {exc}", err=True)
         raise typer.Exit(code=1) from None
     except OSError as exc:
-        typer.echo(f"llmgw server could not start: {exc.strerror or exc}", err=True)
-        raise typer.Exit(code=1) from None
+        raise cannot_start("server", exc) from None

@@ -10,12 +10,12 @@ channel is needed, and it works the same on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 
 from llmgw.catalog import Catalog
+from llmgw.control.background import Background
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.errors import ConfigError, StoreError
 
@@ -24,15 +24,16 @@ log = logging.getLogger(__name__)
 Version = tuple[int, float | None]
 
 
-class CatalogWatcher:
+class CatalogWatcher(Background):
     """Calls `apply` with the merged catalog whenever the stored entries change."""
+
+    task_name = "catalog-watch"
 
     def __init__(self, catalogs: CatalogStore, apply: Callable[[Catalog], None], interval: timedelta) -> None:
         self._catalogs = catalogs
         self._apply = apply
         self._interval = interval
         self._seen: Version | None = None
-        self._task: asyncio.Task[None] | None = None
 
     async def check(self) -> bool:
         """One poll; returns whether a changed catalog was applied. A store that cannot be
@@ -58,14 +59,3 @@ class CatalogWatcher:
         while True:
             await self.check()
             await asyncio.sleep(self._interval.total_seconds())
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="catalog-watch")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None

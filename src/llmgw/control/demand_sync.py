@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+from llmgw.control.background import Background, StoreOutage
 from llmgw.control.demand import Asked, changed_reports, on_local_clock
 from llmgw.control.demand_table import DemandTable
 from llmgw.control.lease import LeaderLease
@@ -48,8 +49,10 @@ def silent_after(interval: timedelta, refresh: timedelta) -> timedelta:
     return 2 * refresh + interval
 
 
-class DemandSync:
+class DemandSync(Background):
     """Writes this server's demand to the store; on the leader, reads everyone's."""
+
+    task_name = "demand-sync"
 
     def __init__(
         self,
@@ -76,8 +79,7 @@ class DemandSync:
         self._marked_at: float | None = None
         self._forgot_at: float | None = None
         self._urgent = asyncio.Event()
-        self._store_failing = False
-        self._task: asyncio.Task[None] | None = None
+        self._outage = StoreOutage(log, "demand table", "keeping what was read")
 
     def urge(self, _model: str = "") -> None:
         """A request started waiting here: write now rather than at the next interval."""
@@ -92,13 +94,9 @@ class DemandSync:
             else:
                 self._plane.hear_others((), self.silent_after)
         except StoreError as exc:
-            if not self._store_failing:
-                log.warning("demand table: the store cannot be reached, keeping what was read: %s", exc)
-            self._store_failing = True
+            self._outage.failed(exc)
             return
-        if self._store_failing:
-            log.info("demand table: the store answers again")
-        self._store_failing = False
+        self._outage.answered()
 
     async def _report(self) -> None:
         holder = self._lease.holder
@@ -134,14 +132,3 @@ class DemandSync:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._urgent.wait(), self._interval.total_seconds())
             self._urgent.clear()
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="demand-sync")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None

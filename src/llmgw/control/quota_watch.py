@@ -13,12 +13,12 @@ neither lift every cap nor stop anything. A server without a store has no quotas
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Protocol
 
+from llmgw.control.background import Background
 from llmgw.control.quotas import NO_QUOTAS, Quotas
 from llmgw.errors import StoreError
 from llmgw.store.rows import ScopeKind
@@ -54,8 +54,10 @@ async def read_quotas(source: QuotaSource, owners: Iterable[str]) -> Quotas:
     return Quotas(limits, parents)
 
 
-class QuotaWatch:
+class QuotaWatch(Background):
     """Reads the quotas every `interval` and hands each change to `apply`."""
+
+    task_name = "quota-watch"
 
     def __init__(
         self,
@@ -69,7 +71,6 @@ class QuotaWatch:
         self._apply = apply
         self._interval = interval
         self.quotas: Quotas = NO_QUOTAS
-        self._task: asyncio.Task[None] | None = None
 
     async def check(self) -> bool:
         """One read; returns whether the quotas changed (and were applied)."""
@@ -89,14 +90,3 @@ class QuotaWatch:
         while True:
             await asyncio.sleep(self._interval.total_seconds())
             await self.check()
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="quota-watch")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None

@@ -15,12 +15,12 @@ A store that cannot be reached changes nothing: the router keeps the set in forc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
 
+from llmgw.control.background import Background, StoreOutage
 from llmgw.control.lease import LeaderLease
 from llmgw.control.plane import ControlPlane
 from llmgw.control.replica_table import ReplicaTable, servable
@@ -37,8 +37,10 @@ def follower_grace(unreachable_after: timedelta, lease_ttl: timedelta) -> timede
     return unreachable_after + lease_ttl
 
 
-class ReplicaSync:
+class ReplicaSync(Background):
     """Writes the leader's replica set to the store; publishes it on the followers."""
+
+    task_name = "replica-sync"
 
     def __init__(
         self,
@@ -60,8 +62,7 @@ class ReplicaSync:
         self._clock = clock
         self._written: tuple[int, tuple[EndpointSpec, ...]] | None = None
         self._written_at = 0.0
-        self._store_failing = False
-        self._task: asyncio.Task[None] | None = None
+        self._outage = StoreOutage(log, "replica table", "keeping the set in force")
 
     async def step(self) -> None:
         """One interval's work, as leader or as follower."""
@@ -71,13 +72,9 @@ class ReplicaSync:
             elif not self._lease.is_leader():
                 await self._follow()
         except StoreError as exc:
-            if not self._store_failing:
-                log.warning("replica table: the store cannot be reached, keeping the set in force: %s", exc)
-            self._store_failing = True
+            self._outage.failed(exc)
             return
-        if self._store_failing:
-            log.info("replica table: the store answers again")
-        self._store_failing = False
+        self._outage.answered()
 
     async def _write(self) -> None:
         term = self._lease.term
@@ -105,14 +102,3 @@ class ReplicaSync:
         while True:
             await self.step()
             await asyncio.sleep(self._interval.total_seconds())
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="replica-sync")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
