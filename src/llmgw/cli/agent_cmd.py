@@ -30,7 +30,7 @@ from llmgw.agent.client import AgentLink, agent_urls
 from llmgw.agent.discovery import check_labels, default_probes, discover
 from llmgw.agent.node import Node, NodeConfig
 from llmgw.agent.tls import client_context
-from llmgw.cli.refusals import cannot_start, refuse_config
+from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
 from llmgw.errors import AgentError, ConfigError
 
 LOCK_NAME = "agent.lock"
@@ -163,11 +163,7 @@ def agent(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the node agent: register this machine and run engine replicas for the control plane."""
-    level = getattr(logging, log_level.upper(), None)
-    if not isinstance(level, int):
-        typer.echo(f"--log-level {log_level!r} is not one of debug, info, warning, error", err=True)
-        raise typer.Exit(code=2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
     try:
         if insecure and (tls_cert or tls_key or tls_ca):
             raise AgentError("--insecure and --tls-* exclude each other: choose one")

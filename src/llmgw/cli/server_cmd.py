@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 import typer
 import uvloop
 
-from llmgw.cli.refusals import cannot_start, refuse_config
+from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
 from llmgw.server.embedded import describe, embedded_settings
@@ -27,11 +26,7 @@ def server(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`."""
-    level = getattr(logging, log_level.upper(), None)
-    if not isinstance(level, int):
-        typer.echo(f"--log-level {log_level!r} is not one of debug, info, warning, error", err=True)
-        raise typer.Exit(code=2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
     try:
         if config is None:
             with embedded_settings(dict(os.environ)) as settings:

@@ -1,7 +1,10 @@
-"""How a command that cannot start says so: every problem on stderr, one a line, and
+"""What the long-running commands (server, agent) do as they start: set up logging from
+`--log-level`, and say why they cannot start — every problem on stderr, one a line, with
 the exit status that tells a script whether to fix its input (2) or its machine (1)."""
 
 from __future__ import annotations
+
+import logging
 
 import typer
 
@@ -19,3 +22,12 @@ def cannot_start(command: str, exc: OSError) -> typer.Exit:
     """Prints why the machine refused (a port in use, a missing file); Exit status 1."""
     typer.echo(f"llmgw {command} could not start: {exc.strerror or exc}", err=True)
     return typer.Exit(code=1)
+
+
+def configure_logging(log_level: str) -> None:
+    """Logging at `--log-level`; an unknown level is refused (exit status 2)."""
+    level = getattr(logging, log_level.upper(), None)
+    if not isinstance(level, int):
+        typer.echo(f"--log-level {log_level!r} is not one of debug, info, warning, error", err=True)
+        raise typer.Exit(code=2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
