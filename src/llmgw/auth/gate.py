@@ -35,14 +35,15 @@ from datetime import UTC, datetime
 from typing import NoReturn
 
 from llmgw.auth import windows
-from llmgw.auth.budgets import BudgetLedger, current_periods, period_end
+from llmgw.auth.budgets import BudgetLedger, aggregate_spend, current_periods, period_end
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
 from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Taken, Verdict
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
 from llmgw.auth.principal import Principal
-from llmgw.auth.usage import UsageEvent, UsageWriter, cost_micros, usage_row
+from llmgw.auth.usage import Queued, UsageEvent, UsageWriter, cost_micros, usage_row
 from llmgw.config import Settings
+from llmgw.config.auth import Price
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
 from llmgw.store.rows import SCOPE_KINDS, Scope
@@ -64,6 +65,7 @@ GATEWAY_FORGET_S = 3600.0
 DRAIN_TIMEOUT_S = 5.0
 GOODBYE_TIMEOUT_S = 2.0
 MAX_NEGATIVE = 100_000
+MAX_HASHES = 100_000
 _INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
 
 
@@ -139,6 +141,8 @@ class AuthGate:
         self.store_reads = 0
         """Key lookups that went to the store (cache misses)."""
         self._negative: dict[str, float] = {}
+        self._hashes: dict[str, str] = {}
+        """Authorization header -> key hash, for keys of the right shape."""
         self._inflight: dict[str, asyncio.Future[KeyRow | None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._last_refresh = 0.0
@@ -260,14 +264,9 @@ class AuthGate:
         """The principal behind an `Authorization: Bearer` header, or `Unauthorized`.
         Awaits nothing for a key in memory; a key never seen costs one store read
         (`AuthUnavailable` if the store cannot answer it)."""
-        token = bearer_token(authorization_header)
-        if token is None:
-            raise Unauthorized(
-                "no API key: send one as 'Authorization: Bearer <key>'", code="missing_api_key"
-            )
-        if key_id_of(token) is None:
-            raise Unauthorized(_INVALID, code="invalid_api_key")
-        key_hash = hash_key(token)
+        key_hash = self._hashes.get(authorization_header) if authorization_header else None
+        if key_hash is None:
+            key_hash = self._hash_of(authorization_header)
         principal = self.directory.principal(key_hash, now)
         if principal is not None:
             return principal
@@ -291,6 +290,24 @@ class AuthGate:
                 return principal
         self._reject(key_hash, now)
         raise Unauthorized(_INVALID, code="invalid_api_key")
+
+    def _hash_of(self, authorization_header: str | None) -> str:
+        """The stored hash of the key in the header, remembered for the next request
+        with the same header (a well-formed key only: hashing is most of what checking
+        a known key costs). The plaintext is in memory on every request anyway."""
+        token = bearer_token(authorization_header)
+        if token is None:
+            raise Unauthorized(
+                "no API key: send one as 'Authorization: Bearer <key>'", code="missing_api_key"
+            )
+        if key_id_of(token) is None:
+            raise Unauthorized(_INVALID, code="invalid_api_key")
+        key_hash = hash_key(token)
+        if len(self._hashes) >= MAX_HASHES:
+            self._hashes.clear()
+        assert authorization_header is not None  # a token came out of it
+        self._hashes[authorization_header] = key_hash
+        return key_hash
 
     async def _refresh_now(self) -> None:
         try:
@@ -375,27 +392,52 @@ class AuthGate:
         )
 
     def record(self, usage: UsageEvent) -> None:
-        """Accounts one finished request: replaces the token estimate counted at admission
-        by the real count, charges budgets, counts metrics, and queues the record. Never
-        blocks; a full buffer drops the record and counts it."""
-        principal = usage.principal
-        cost = cost_micros(self._auth.price(usage.model), usage.prompt_tokens, usage.completion_tokens)
-        tenant: str | None = None
-        scopes: tuple[str, ...] = ()
-        budgeted = False
-        if principal is not None:
-            if principal.tpm is not None:
-                correction = usage.prompt_tokens + usage.completion_tokens - usage.counted_tokens
-                if correction:
-                    self.counters.add(principal.tpm.scope, 0, correction, usage.finished_at)
-            tenant = principal.tenant(self.metrics.level)
-            scopes = principal.spend_scopes
-            # Only a principal with budgets needs its spend counted before the store has it.
-            budgeted = bool(principal.budgets)
-        self.metrics.counted(
-            tenant, usage.model, usage.status, usage.prompt_tokens, usage.completion_tokens, usage.tags
-        )
-        self.writer.offer(usage_row(usage, cost), scopes, charge=budgeted)
+        """Accounts one finished request (`record_many` of one)."""
+        self.record_many((usage,))
+
+    def record_many(self, events: Sequence[UsageEvent]) -> None:
+        """Accounts finished requests: replaces the token estimates counted at admission
+        by the real counts, charges budgets, counts metrics, and queues the records.
+        Never blocks; a full buffer drops records and counts them. The gateway hands
+        over everything its usage sink drained at once, so corrections and charges are
+        summed per payer and applied once per batch, not once per request."""
+        price_of = self._auth.price
+        prices: dict[str, Price] = {}
+        counted = self.metrics.counted
+        level = self.metrics.level
+        corrections: dict[str, tuple[int, float]] = {}
+        charges: list[tuple[tuple[str, ...], float, int]] = []
+        queued: list[Queued] = []
+        for usage in events:
+            price = prices.get(usage.model)
+            if price is None:
+                price = prices[usage.model] = price_of(usage.model)
+            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+            cost = cost_micros(price, prompt, completion)
+            principal = usage.principal
+            tenant: str | None = None
+            scopes: tuple[str, ...] = ()
+            charged = False
+            if principal is not None:
+                tpm = principal.tpm
+                if tpm is not None:
+                    correction = prompt + completion - usage.counted_tokens
+                    if correction:
+                        sum_so_far = corrections.get(tpm.scope, (0, 0.0))[0]
+                        corrections[tpm.scope] = (sum_so_far + correction, usage.finished_at)
+                tenant = principal.tenant(level)
+                scopes = principal.spend_scopes
+                # Only a principal with budgets needs its spend counted before the store has it.
+                charged = cost > 0 and bool(scopes) and bool(principal.budgets)
+                if charged:
+                    charges.append((scopes, usage.finished_at, cost))
+            counted(tenant, usage.model, usage.status, prompt, completion, usage.tags)
+            queued.append((usage_row(usage, cost), scopes, charged))
+        for scope, (tokens, at) in corrections.items():
+            self.counters.add(scope, 0, tokens, at)
+        if charges:
+            self.ledger.charge(aggregate_spend(charges))
+        self.writer.offer_many(queued)
 
     def _pipeline_state(self) -> PipelineState:
         counts = self.writer.counts

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +51,21 @@ class UsageRecordLike(Protocol):
     def first_byte(self) -> float | None: ...
     @property
     def finished(self) -> float: ...
+    @property
+    def account(self) -> AccountLike | None: ...
+
+
+class AccountLike(Protocol):
+    """Who a request is charged to (llmgw.router.usage.Account)."""
+
+    @property
+    def principal(self) -> Principal: ...
+    @property
+    def counted_tokens(self) -> int: ...
+    @property
+    def tags(self) -> dict[str, str]: ...
+    @property
+    def queued_s(self) -> float: ...
 
 
 class TokensLike(Protocol):
@@ -79,7 +94,7 @@ class UsageEvent:
     finished_at: float
     """UNIX time the answer ended."""
     principal: Principal | None
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
     counted_tokens: int = 0
     """The tokens `admit` counted against TPM (`Admission.counted_tokens`); the real
     count replaces them."""
@@ -91,7 +106,7 @@ class UsageEvent:
         tokens: TokensLike | None,
         *,
         principal: Principal | None,
-        tags: Mapping[str, str] | None = None,
+        tags: dict[str, str] | None = None,
         queue_s: float = 0.0,
         counted_tokens: int = 0,
         finished_at: float | None = None,
@@ -111,9 +126,31 @@ class UsageEvent:
             ttft_s=None if record.first_byte is None else max(record.first_byte - record.started, 0.0),
             finished_at=time.time() if finished_at is None else finished_at,
             principal=principal,
-            tags=dict(tags or {}),
+            # Not copied: the request's own tags, read-only from here on.
+            tags=tags if tags is not None else {},
             counted_tokens=counted_tokens,
         )
+
+
+def usage_events(
+    batch: Iterable[tuple[UsageRecordLike, TokensLike | None]], wall_offset: float
+) -> list[UsageEvent]:
+    """The events of the records in a drained batch that are charged to someone (auth
+    on). Their times are on the request path's monotonic clock; `wall_offset` (UNIX
+    time minus that clock, read once per batch) turns them into UNIX time."""
+    return [
+        UsageEvent.from_record(
+            record,
+            tokens,
+            principal=account.principal,
+            tags=account.tags,
+            queue_s=account.queued_s,
+            counted_tokens=account.counted_tokens,
+            finished_at=record.finished + wall_offset,
+        )
+        for record, tokens in batch
+        if (account := record.account) is not None
+    ]
 
 
 def cost_micros(price: Price, prompt_tokens: int, completion_tokens: int) -> int:
@@ -141,7 +178,7 @@ def usage_row(event: UsageEvent, cost: int) -> UsageRow:
         project_id=p.project_id if p else None,
         team_id=p.team_id if p else None,
         org_id=p.org_id if p else None,
-        tags=dict(event.tags),
+        tags=event.tags,
     )
 
 
@@ -208,13 +245,19 @@ class UsageWriter:
         charged = charge and row.cost_micros > 0 and bool(scopes)
         if charged:
             self._ledger.charge_request(scopes, row.cost_micros, row.ts)
-        if len(self._buffer) >= self._buffer_size:
-            self.counts.dropped += 1
-            return False
-        self._buffer.append((row, scopes, charged))
+        return self.offer_many(((row, scopes, charged),)) == 1
+
+    def offer_many(self, items: Sequence[Queued]) -> int:
+        """Queues records whose spend the caller has already charged to the ledger where
+        their flag says so; never blocks. Returns how many were kept: those past
+        `buffer_size` are dropped and counted."""
+        room = self._buffer_size - len(self._buffer)
+        kept = items if len(items) <= room else items[: max(room, 0)]
+        self.counts.dropped += len(items) - len(kept)
+        self._buffer.extend(kept)
         if len(self._buffer) >= self._batch_size:
             self._full.set()
-        return True
+        return len(kept)
 
     async def flush(self) -> int:
         """Writes one batch; returns how many records (0 when empty). On `StoreError`

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,15 +77,22 @@ def read_tokens(data: bytes | None) -> Tokens | None:
     return Tokens(prompt, completion)
 
 
+Finished = tuple[UsageRecord, Tokens | None]
+"""A drained record and the tokens read from it."""
+BatchConsumer = Callable[[Sequence[Finished]], None]
+
+
 class UsageSink:
-    """A bounded queue of records and the task that drains it."""
+    """A bounded queue of records and the task that drains it. Consumers get each
+    drain's records as one batch, so what they keep per caller or per model can be
+    summed once per batch rather than updated once per request."""
 
     def __init__(self, metrics: GatewayMetrics, capacity: int = 65536) -> None:
         self._metrics = metrics
         self._queue: deque[UsageRecord] = deque()
         self._capacity = capacity
         self._wake = asyncio.Event()
-        self.consumers: list[Callable[[UsageRecord, Tokens | None], None]] = []
+        self.consumers: list[BatchConsumer] = []
 
     def record(self, record: UsageRecord) -> None:
         """Hands a record over; never blocks."""
@@ -98,19 +105,23 @@ class UsageSink:
 
     def drain(self) -> int:
         """Accounts for everything queued now; returns how many records."""
-        count = 0
-        while self._queue:
-            record = self._queue.popleft()
+        if not self._queue:
+            return 0
+        batch: list[Finished] = []
+        queue = self._queue
+        counted_tokens = self._metrics.counted_tokens
+        while queue:
+            record = queue.popleft()
             tokens = read_tokens(record.usage_bytes)
             if tokens is not None:
-                self._metrics.counted_tokens(record.model, tokens.prompt, tokens.completion)
-            for consumer in self.consumers:
-                try:
-                    consumer(record, tokens)
-                except Exception:  # a consumer's bug must not stop accounting for the rest
-                    log.exception("usage consumer failed")
-            count += 1
-        return count
+                counted_tokens(record.model, tokens.prompt, tokens.completion)
+            batch.append((record, tokens))
+        for consumer in self.consumers:
+            try:
+                consumer(batch)
+            except Exception:  # a consumer's bug must not stop accounting for the rest
+                log.exception("usage consumer failed")
+        return len(batch)
 
     async def run(self, interval: float = 0.05) -> None:
         """Drains the queue whenever records arrive, at most every `interval` seconds."""

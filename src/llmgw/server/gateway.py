@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from llmgw.auth.gate import AuthGate
-from llmgw.auth.usage import UsageEvent
+from llmgw.auth.usage import usage_events
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.router.admission import BandRule
@@ -34,7 +34,7 @@ from llmgw.router.scoring import ScoringTargets
 from llmgw.router.scraper import Scraper
 from llmgw.router.slo import Objective, SloTracker
 from llmgw.router.targets import TargetResolver
-from llmgw.router.usage import Tokens, UsageRecord, UsageSink
+from llmgw.router.usage import Finished, UsageSink
 from llmgw.server.admin import AdminApp, AdminRoutes
 from llmgw.server.endpoints_static import static_specs
 from llmgw.upstream import UpstreamClient
@@ -173,31 +173,25 @@ class Gateway:
         self.models_view.replace(catalog)
         self.slo.replace(_objectives(catalog))
 
-    def _observe_latency(self, record: UsageRecord, tokens: Tokens | None) -> None:
+    def _observe_latency(self, batch: Sequence[Finished]) -> None:
         """Feeds the SLO tracker from finished requests (off the request path)."""
-        if record.status != 200:
-            return
-        ttft = None if record.first_byte is None else record.first_byte - record.started
-        tpot = None
-        if record.first_byte is not None and tokens is not None and tokens.completion > 1:
-            tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
-        self.slo.observe(record.model, record.finished, ttft, tpot)
+        observe = self.slo.observe
+        for record, tokens in batch:
+            if record.status != 200:
+                continue
+            ttft = None if record.first_byte is None else record.first_byte - record.started
+            tpot = None
+            if record.first_byte is not None and tokens is not None and tokens.completion > 1:
+                tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
+            observe(record.model, record.finished, ttft, tpot)
 
-    def _account(self, record: UsageRecord, tokens: Tokens | None) -> None:
-        """Hands a finished request to the auth gate: limits, budgets, usage store."""
-        account = record.account
-        if account is None or self.auth is None:
+    def _account(self, batch: Sequence[Finished]) -> None:
+        """Hands finished requests to the auth gate: limits, budgets, usage store."""
+        if self.auth is None:
             return
-        self.auth.record(
-            UsageEvent.from_record(
-                record,
-                tokens,
-                principal=account.principal,
-                tags=account.tags,
-                queue_s=account.queued_s,
-                counted_tokens=account.counted_tokens,
-            )
-        )
+        events = usage_events(batch, time.time() - self.clock())
+        if events:
+            self.auth.record_many(events)
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""

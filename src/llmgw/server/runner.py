@@ -21,6 +21,7 @@ from pathlib import Path
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
+from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
 from llmgw.server.http1 import App
@@ -105,6 +106,7 @@ async def serve(
         )
         if api is not None and control is not None:
             api.control = control.routes
+        heap.settle()
         log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
         try:
             await stop.wait()

@@ -78,7 +78,7 @@ def gateways(slow: SimEngineProcess) -> Iterator[dict[str, GatewayProcess | Exce
         "bounds": _config(
             slow,
             {"queue_ttl": "20s", "queue_capacity_per_band": 2, "queue_capacity_total": 3},
-            models=[{"name": "m"}, {"name": "s", "slo": {"ttft_p99": "1ms"}}],
+            models=[{"name": "m"}, {"name": "s", "slo": {"ttft_p99": "1ms", "tpot_p99": "1ms"}}],
         ),
         "ttl": _config(
             slow,
@@ -369,9 +369,10 @@ async def _depth_is(
 def test_a_breached_slo_holds_gold_back_while_platinum_is_admitted(
     gateways: dict[str, GatewayProcess | Exception], slow: SimEngineProcess
 ) -> None:
-    """Model `s` has an objective of 1 ms to the first token, which one streamed answer
-    from a 50 ms-a-token replica misses: from then on only platinum is admitted to it,
-    although the replica is idle."""
+    """Model `s` has objectives of 1 ms to the first token and 1 ms a token, which one
+    streamed answer from a 50 ms-a-token replica misses (its time to the first token is
+    about a millisecond, so the time per token is the objective it surely misses): from
+    then on only platinum is admitted to it, although the replica is idle."""
     gw = gateway_named(gateways, "bounds")
     held: list[asyncio.Future[httpx.Response]] = []
 

@@ -93,15 +93,17 @@ def _record(status: int = 200, first_byte: float | None = 0.9) -> UsageRecord:
 
 def test_finished_streams_feed_the_slo_tracker() -> None:
     gateway = build(models=[{"name": "m", "slo": {"ttft_p99": "500ms", "tpot_p99": "200ms"}}])
-    gateway._observe_latency(_record(first_byte=0.4), Tokens(prompt=5, completion=11))  # 0.4 s, 0.15 s/token
+    gateway._observe_latency(
+        [(_record(first_byte=0.4), Tokens(prompt=5, completion=11))]
+    )  # 0.4 s, 0.15 s/token
     assert not gateway.slo.breached("m", 1000.0)
     gateway.close()
     slow_first = build(models=[{"name": "m", "slo": {"ttft_p99": "500ms"}}])
-    slow_first._observe_latency(_record(first_byte=0.9), None)
+    slow_first._observe_latency([(_record(first_byte=0.9), None)])
     assert slow_first.slo.breached("m", 1000.0)
     slow_first.close()
     slow_tokens = build(models=[{"name": "m", "slo": {"tpot_p99": "50ms"}}])
-    slow_tokens._observe_latency(_record(first_byte=0.1), Tokens(prompt=5, completion=11))  # 0.18 s/token
+    slow_tokens._observe_latency([(_record(first_byte=0.1), Tokens(prompt=5, completion=11))])  # 0.18 s/token
     assert slow_tokens.slo.breached("m", 1000.0)
     slow_tokens.close()
 
@@ -111,7 +113,7 @@ def test_finished_streams_feed_the_slo_tracker() -> None:
 )
 def test_failed_or_unstreamed_requests_are_not_latency_samples(record: UsageRecord) -> None:
     gateway = build(models=[{"name": "m", "slo": {"ttft_p99": "1ms"}}])
-    gateway._observe_latency(record, Tokens(prompt=5, completion=11))
+    gateway._observe_latency([(record, Tokens(prompt=5, completion=11))])
     assert not gateway.slo.breached("m", 1000.0)
     gateway.close()
 
