@@ -17,8 +17,11 @@ Phases, each against the same sim replicas:
 
     .venv/bin/python bench/admission/overload.py            # the recorded run: 5 min + 1 min off
     .venv/bin/python bench/admission/overload.py --quick    # 30 s + 20 s off, for a check
+    .venv/bin/python bench/admission/overload.py --priority # engines preempt by band
 
-Writes bench/results/admission-overload.md and .json (`--quick`: admission-overload-quick);
+Writes bench/results/admission-overload.md and .json (`--quick`: admission-overload-quick;
+`--priority`: admission-overload-priority, the sims run with `--scheduling-policy priority`
+and the endpoints with `priority_scheduling: true`);
 `--render FILE.json…` writes the .md of earlier runs again, measuring nothing.
 Only 127.0.0.1 is used; the sims and gateways started are stopped by PID at the end;
 every request has a client-side timeout, so every phase is bounded.
@@ -73,7 +76,14 @@ def gateway_config(
 ) -> dict[str, Any]:
     return {
         "endpoints": [
-            {"id": f"sim-{i}", "url": s.url, "models": [MODEL], "engine": "sim"} for i, s in enumerate(sims)
+            {
+                "id": f"sim-{i}",
+                "url": s.url,
+                "models": [MODEL],
+                "engine": "sim",
+                "priority_scheduling": a.priority,
+            }
+            for i, s in enumerate(sims)
         ],
         "router": {
             # 1.0 saturation is every replica running max-seqs sequences: full, nothing waiting.
@@ -429,6 +439,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=",".join(f"{b}={c:g}" for b, (_, c) in SEED_BANDS.items()),
         help="saturation ceiling per band (the seed's by default)",
     )
+    p.add_argument(
+        "--priority",
+        action="store_true",
+        help="sims with --scheduling-policy priority, endpoints with priority_scheduling: true",
+    )
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--max-seqs", type=int, default=8)
     p.add_argument("--decode-ms", type=float, default=20.0)
@@ -467,7 +482,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if not (1 <= a.duration <= 3600 and 0 <= a.off_duration <= 3600 and 1 <= a.replicas <= 16):
         p.error("--duration 1..3600 s, --off-duration 0..3600 s and --replicas 1..16 keep a run bounded")
     if a.out is None:
-        a.out = ROOT / "bench" / "results" / ("admission-overload-quick" if a.quick else "admission-overload")
+        name = "admission-overload" + ("-priority" if a.priority else "") + ("-quick" if a.quick else "")
+        a.out = ROOT / "bench" / "results" / name
     return a
 
 

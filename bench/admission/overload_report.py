@@ -49,6 +49,8 @@ def sim_args(a: argparse.Namespace) -> list[str]:
         str(a.prefill_ms_per_token),
         "--default-max-tokens",
         str(a.max_tokens),
+        # Runs recorded before --priority existed have no such setting.
+        *(["--scheduling-policy", "priority"] if getattr(a, "priority", False) else []),
     ]
 
 
@@ -215,7 +217,14 @@ def report(a: argparse.Namespace, result: dict[str, Any], meta: dict[str, Any]) 
         f"`queue_capacity_total: {a.total}`, band ceilings "
         f"{', '.join(f'{b} {a.ceilings[b]:g}' for b in BANDS)}. Streaming requests of ~100 prompt tokens and "
         f"{a.max_tokens} output tokens. Open-loop Poisson arrivals (seed {a.seed}), bands drawn "
-        f"{', '.join(f'{b} {a.mix[b]:g}%' for b in BANDS)}; client timeout {a.client_timeout:g}s.",
+        f"{', '.join(f'{b} {a.mix[b]:g}%' for b in BANDS)}; client timeout {a.client_timeout:g}s."
+        + (
+            " Priority scheduling (`--priority`): the sims run with `--scheduling-policy priority` and "
+            "the endpoints have `priority_scheduling: true`, so each request's band is sent as the "
+            "engine's `priority` (platinum first) and admission lets a band past work it can preempt."
+            if getattr(a, "priority", False)
+            else " Engines schedule first come, first served (no `--priority`)."
+        ),
         "",
         "## Headline",
         "",

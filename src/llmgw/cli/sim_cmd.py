@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from llmgw.core.problems import describe_validation_error
-from llmgw.sim.options import FaultMode, Flavor, SimOptions
+from llmgw.sim.options import FaultMode, Flavor, SchedulingPolicy, SimOptions
 from llmgw.sim.runner import run
 
 # Each option's default is read from the one declaration, SimOptions.
@@ -45,8 +45,15 @@ def sim_engine(
     seed: Annotated[
         int, typer.Option(help="Seed of the generated text: same seed, same answers.")
     ] = _DEFAULTS.seed,
+    scheduling_policy: Annotated[
+        SchedulingPolicy,
+        typer.Option(
+            help="vLLM's --scheduling-policy: fcfs, or priority (requests' `priority` field, lower "
+            "first; worse running requests are preempted and recomputed)."
+        ),
+    ] = _DEFAULTS.scheduling_policy,
     max_seqs: Annotated[
-        int, typer.Option(help="Most requests running at once; the rest wait, FCFS.")
+        int, typer.Option(help="Most requests running at once; the rest wait (FCFS unless priority).")
     ] = _DEFAULTS.max_seqs,
     block_size: Annotated[
         int, typer.Option(help="Tokens per KV block (prefix-cache granularity).")
@@ -118,6 +125,7 @@ def sim_engine(
             api_keys=tuple(api_key or ()),
             flavor=flavor,
             seed=seed,
+            scheduling_policy=scheduling_policy,
             max_seqs=max_seqs,
             block_size=block_size,
             kv_blocks=kv_blocks,

@@ -17,6 +17,9 @@ from llmgw.core.strict import Strict
 from llmgw.engines import ENGINES
 
 ENDPOINT_ENGINES: tuple[str, ...] = ENGINES
+# Engines that take vLLM's request `priority` (lower served sooner) under
+# `--scheduling-policy priority`; "" assumes vLLM.
+PRIORITY_ENGINES: tuple[str, ...] = ("", "vllm", "sim")
 
 
 class Endpoint(Strict):
@@ -38,6 +41,10 @@ class Endpoint(Strict):
     """Capacity relative to the others; 0 counts as 1."""
     priority: int = 0
     """Higher is preferred while it has room."""
+    priority_scheduling: bool = False
+    """The engine runs with vLLM's `--scheduling-policy priority` (the sim takes the same
+    flag): the gateway sends each request's band as the engine's `priority`, and admits a
+    band past lower-band work the engine can preempt."""
 
     @property
     def effective_weight(self) -> float:
@@ -65,6 +72,14 @@ class Endpoint(Strict):
             problems.append(Problem(("url",), f"{self.url!r} has no http:// or https:// scheme: add it"))
         if not self.models:
             problems.append(Problem(("models",), "is empty: list at least one model this replica serves"))
+        if self.priority_scheduling and self.engine not in PRIORITY_ENGINES:
+            problems.append(
+                Problem(
+                    ("priority_scheduling",),
+                    f"engine {self.engine!r} does not take vLLM's request priority: "
+                    "use it with vllm or sim engines, or set it to false",
+                )
+            )
         refuse("Endpoint", problems)
         return self
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.catalog import Catalog
+from llmgw.config.endpoints import PRIORITY_ENGINES
 from llmgw.control.replicas import ReplicaRecord
 from llmgw.router.endpoints import Endpoint, EndpointRegistry, EndpointSpec
 
@@ -31,21 +32,44 @@ def routable(record: ReplicaRecord) -> bool:
     return record.phase == "ready" and not record.stop_reason and bool(record.url)
 
 
+SCHEDULING_LABEL = "scheduling_policy"
+"""The label a replica started with `--scheduling-policy priority` is published with; a
+follower, which knows replicas only from the store, reads the flag back from it."""
+
+
+def schedules_by_priority(engine: str, args: Sequence[str]) -> bool:
+    """Whether an engine started with `args` schedules by vLLM's request priority."""
+    if engine not in PRIORITY_ENGINES:
+        return False
+    for i, arg in enumerate(args):
+        if arg == "--scheduling-policy=priority":
+            return True
+        if arg == "--scheduling-policy" and args[i + 1 : i + 2] == ("priority",):
+            return True
+    return False
+
+
 def replica_spec(record: ReplicaRecord, catalog: Catalog, api_key: str) -> EndpointSpec:
     """How the router knows one replica."""
     model = catalog.resolve(record.model)
     profile = model.profile_by_name(record.profile) if model is not None else None
     head = record.parts[0]
     engine = head.report.engine if head.report is not None else ""
+    engine = engine or (profile.engine if profile is not None else "")
+    priority = profile is not None and schedules_by_priority(engine, tuple(profile.args))
+    labels = {"node": head.assignment.node_id, "profile": record.profile}
+    if priority:
+        labels[SCHEDULING_LABEL] = "priority"
     return EndpointSpec(
         id=record.id,
         url=record.url,
         models=(record.model,),
-        engine=engine or (profile.engine if profile is not None else ""),
+        engine=engine,
         api_key=api_key,
         weight=profile.weight if profile is not None and profile.weight > 0 else 1.0,
         pool=record.model,
-        labels={"node": head.assignment.node_id, "profile": record.profile},
+        labels=labels,
+        priority_scheduling=priority,
     )
 
 

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.control.lease import LEASE_NAME, LeaseStatus, database_now, lease_record
+from llmgw.control.publish import SCHEDULING_LABEL
 from llmgw.router.endpoints import EndpointSpec
 from llmgw.store import schema
 from llmgw.store.engine import transaction, upsert
@@ -76,6 +77,7 @@ class StoredReplica:
             weight=self.weight,
             pool=self.pool,
             labels=dict(self.labels),
+            priority_scheduling=self.labels.get(SCHEDULING_LABEL) == "priority",
         )
 
 

@@ -7,6 +7,13 @@ queue and KV-cache use of the best replica against target_waiting and kv_ceiling
 request is admitted while the saturation is under its band's ceiling; otherwise it
 waits, highest band first and first come first served within a band.
 
+A model whose replicas all schedule by priority (vLLM's `--scheduling-policy priority`,
+`priority_scheduling` on the endpoint) takes each request's band as the engine's request
+priority, and the engine preempts worse running work for better. There a request is
+judged only against the work it cannot preempt: this gateway's requests of its own band
+and the bands above, against the same in-flight target. The engines' queue and KV
+readings are left out for such a model, because preempted lower-band work shows there.
+
 When every queue together is full, a newcomer is not refused while a lower band has
 someone waiting: the newest of the lowest such band is turned away instead, because
 the newest has waited least and a lower band's request is worth least.
@@ -14,7 +21,7 @@ the newest has waited least and a lower band's request is worth least.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmgw.router.endpoints import Endpoint
@@ -51,6 +58,39 @@ def saturation(endpoints: Sequence[Endpoint], pending: int, targets: ScoringTarg
             kv = load.kv_usage / targets.kv_ceiling
             best_kv = kv if best_kv is None else min(best_kv, kv)
     return max(level, best_queue or 0.0, best_kv or 0.0)
+
+
+def preemptive(endpoints: Iterable[Endpoint]) -> bool:
+    """Whether every one of a model's replicas schedules by priority (and there is one):
+    only then may a band go past lower-band work, since any replica may be chosen."""
+    found = False
+    for e in endpoints:
+        if not e.spec.priority_scheduling:
+            return False
+        found = True
+    return found
+
+
+def unpreemptable(band: BandRule, bands: Sequence[BandRule], inflight: Mapping[str, int]) -> int:
+    """Requests in flight that a request of `band` cannot preempt: those of its band and
+    of every band above it."""
+    return sum(inflight.get(b.name, 0) for b in bands if b.priority >= band.priority)
+
+
+def priority_saturation(endpoints: Sequence[Endpoint], ahead: int, targets: ScoringTargets) -> float:
+    """Saturation for a model whose replicas preempt by priority: the `ahead` requests a
+    newcomer cannot preempt (`unpreemptable`, plus those admitted but not yet sent)
+    against the in-flight target, as in `saturation`. Infinite with no replica."""
+    if not endpoints:
+        return float("inf")
+    capacity = sum(e.weight for e in endpoints) * targets.target_inflight
+    return ahead / capacity if capacity > 0 else 0.0
+
+
+def engine_priority(band: BandRule, top: BandRule) -> int:
+    """vLLM's request priority for `band`: 0 for the top band, lower served sooner, and
+    as far apart as the bands' own priorities."""
+    return top.priority - band.priority
 
 
 def may_admit(band: BandRule, level: float, held_back: bool) -> bool:

@@ -190,11 +190,12 @@ class GatewayApp:
                 await self._flow.wait(target.model, band)
                 if request.account is not None:
                     request.account.queued_s = self._clock() - queued_at
-            self._flow.dispatched(target.model)
+            self._flow.dispatched(target.model, band)
+            request.engine_priority = self._flow.engine_priority(band)
             try:
                 await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
             finally:
-                self._flow.finished()
+                self._flow.finished(target.model, band)
         except asyncio.CancelledError:
             if not stay.gone:
                 raise

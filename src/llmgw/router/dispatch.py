@@ -141,7 +141,8 @@ class Dispatcher:
         """One try; True once the client has been answered. Raises UpstreamError when
         the try failed before anything was sent."""
         name = endpoint.spec.upstream_model or target.engine_model
-        body = request.body_for(name, ask_usage=self._inject_usage)
+        priority = request.engine_priority if endpoint.spec.priority_scheduling else None
+        body = request.body_for(name, ask_usage=self._inject_usage, priority=priority)
         head = request_head(endpoint, request.kind.path, len(body), rid)
         now = self._clock()
         endpoint.inflight += 1

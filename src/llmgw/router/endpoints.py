@@ -38,6 +38,8 @@ class EndpointSpec:
     # Replicas of one model in a pool share an id prefix; free-form, for operators.
     pool: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    # The engine schedules by vLLM's request `priority` and preempts worse work.
+    priority_scheduling: bool = False
 
 
 def _path_prefix(url: str) -> bytes:

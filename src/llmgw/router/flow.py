@@ -6,7 +6,9 @@ model's queue for its band, bounded in count (`queue_capacity_per_band`, and
 `queue_capacity_total` across bands with the lowest band's newest shed to make room)
 and in time (`queue_ttl`). Every `interval`, and whenever a request finishes, the
 queues are re-checked and released highest band first, first come first served.
-A waiting client that disconnects leaves its queue at once.
+A waiting client that disconnects leaves its queue at once. For a model whose replicas
+all preempt by priority, each band is judged against the requests it cannot preempt,
+counted by band between `dispatched` and `finished` (see `admission`).
 
 A model with no replica at all waits up to `router.activation_wait` for one to be
 published, after asking the `Activator` (the control plane's seam) to start it.
@@ -23,7 +25,16 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llmgw.errors import BadRequest, NoCapacity
-from llmgw.router.admission import BandRule, may_admit, saturation, shed_band
+from llmgw.router.admission import (
+    BandRule,
+    engine_priority,
+    may_admit,
+    preemptive,
+    priority_saturation,
+    saturation,
+    shed_band,
+    unpreemptable,
+)
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.metrics import Histogram
 from llmgw.router.scoring import ScoringTargets
@@ -70,6 +81,9 @@ class ModelFlow:
 
     queues: dict[str, deque[Waiter]] = field(default_factory=dict)
     pending: int = 0
+    inflight: dict[str, int] = field(default_factory=dict)
+    """Requests sent and not finished, by band: what a replica that preempts by priority
+    cannot preempt for a request of the same or a lower band."""
 
     def queued(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -145,8 +159,18 @@ class FlowControl:
     def _held_back(self, model: str, band: BandRule) -> bool:
         return band is not self._top and self._slo.breached(model, self._clock())
 
-    def _level(self, model: str, flow: ModelFlow) -> float:
-        return saturation(self._endpoints.for_model(model), flow.pending, self._targets, self._clock())
+    def _level(self, model: str, flow: ModelFlow, band: BandRule) -> float:
+        endpoints = self._endpoints.for_model(model)
+        if preemptive(endpoints):
+            # Requests admitted but not yet sent count whatever their band: they are sent
+            # within this turn of the loop, and counting them stops a burst overshooting.
+            ahead = unpreemptable(band, self.rules.bands, flow.inflight) + flow.pending
+            return priority_saturation(endpoints, ahead, self._targets)
+        return saturation(endpoints, flow.pending, self._targets, self._clock())
+
+    def engine_priority(self, band: BandRule) -> int:
+        """The request priority a priority-scheduling engine is sent for `band`."""
+        return 0 if self._top is None else engine_priority(band, self._top)
 
     def admit_now(self, model: str, band: BandRule) -> bool:
         """Whether the request may be sent at once (the unloaded case); when not, the
@@ -157,7 +181,9 @@ class FlowControl:
         if not self.rules.enabled:
             return True
         flow = self._flow(model)
-        if not flow.queued() and may_admit(band, self._level(model, flow), self._held_back(model, band)):
+        if not flow.queued() and may_admit(
+            band, self._level(model, flow, band), self._held_back(model, band)
+        ):
             self.counts.add(self.counts.admitted, model, band.name)
             flow.pending += 1
             return True
@@ -173,16 +199,26 @@ class FlowControl:
                 return
         await self._wait(model, self._flow(model), band)
 
-    def dispatched(self, model: str) -> None:
-        """An admitted request is being sent: it now counts in its endpoint's in-flight."""
+    def dispatched(self, model: str, band: BandRule | None = None) -> None:
+        """An admitted request is being sent: it now counts in its endpoint's in-flight,
+        and (given its band) in its model's in-flight by band until `finished`."""
         if not self.rules.enabled:
             return
         flow = self._models.get(model)
-        if flow is not None and flow.pending > 0:
+        if flow is None:
+            return
+        if flow.pending > 0:
             flow.pending -= 1
+        if band is not None:
+            flow.inflight[band.name] = flow.inflight.get(band.name, 0) + 1
 
-    def finished(self) -> None:
-        """A request finished: capacity may have freed, so the queues are re-checked now."""
+    def finished(self, model: str | None = None, band: BandRule | None = None) -> None:
+        """A request finished (the band as given to `dispatched`): capacity may have
+        freed, so the queues are re-checked now."""
+        if model is not None and band is not None:
+            flow = self._models.get(model)
+            if flow is not None and flow.inflight.get(band.name, 0) > 0:
+                flow.inflight[band.name] -= 1
         if self._waiting and not self._kick.is_set():
             self._kick.set()
 
@@ -314,7 +350,7 @@ class FlowControl:
                     )
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
-                while queue and may_admit(band, self._level(model, flow), self._held_back(model, band)):
+                while queue and may_admit(band, self._level(model, flow, band), self._held_back(model, band)):
                     waiter = queue.popleft()
                     if waiter.future.done():
                         continue  # its client left in this same turn

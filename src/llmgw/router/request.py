@@ -3,7 +3,8 @@
 The body is decoded once (orjson) to find the model, whether to stream, the output
 bound, and the prompt text the prefix tree keys on. Everything else is forwarded
 untouched, as the bytes the client sent, unless the gateway must change the body
-(rename the model for an adapter or an external provider, ask for usage).
+(rename the model for an adapter or an external provider, ask for usage, set or drop
+the engine's `priority`).
 """
 
 from __future__ import annotations
@@ -60,17 +61,27 @@ class ClientRequest:
     session: str | None = None
     account: Account | None = None
     """Set with auth on: who the request is charged to."""
+    engine_priority: int = 0
+    """vLLM's request priority for the request's band (0 for the top band, lower served
+    sooner), sent to replicas that schedule by priority."""
 
     @property
     def prompt_token_floor(self) -> int:
         """A number of prompt tokens the prompt is certainly not under."""
         return len(self.prompt) // CHARS_PER_TOKEN_CEILING
 
-    def body_for(self, model_name: str | None, *, ask_usage: bool) -> bytes:
-        """The body to send a replica: the client's own bytes unless something changes."""
+    def body_for(self, model_name: str | None, *, ask_usage: bool, priority: int | None = None) -> bytes:
+        """The body to send a replica: the client's own bytes unless something changes.
+
+        `priority` is the engine's request priority for a replica that schedules by it,
+        None for one that does not. Either way a client's own `priority` is not passed
+        on: the gateway decides it, and an engine without priority scheduling refuses it.
+        Priority 0 is the engine's default, so it is left implicit.
+        """
         rename = model_name is not None and model_name != self.model
         add_usage = ask_usage and self.stream and not self.wants_usage
-        if not rename and not add_usage:
+        set_priority = bool(priority) or "priority" in self.body
+        if not rename and not add_usage and not set_priority:
             return self.raw
         body = dict(self.body)
         if rename:
@@ -78,6 +89,10 @@ class ClientRequest:
         if add_usage:
             options = body.get("stream_options")
             body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        if priority:
+            body["priority"] = priority
+        else:
+            body.pop("priority", None)
         return orjson.dumps(body)
 
 

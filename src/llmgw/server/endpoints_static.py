@@ -73,6 +73,7 @@ def static_specs(settings: Settings) -> list[EndpointSpec]:
             weight=e.weight or 1.0,
             priority=e.priority,
             pool=e.pool,
+            priority_scheduling=e.priority_scheduling,
         )
         for e in settings.endpoints
     ]

@@ -2,10 +2,11 @@
 routing, admission and failover are tested and benchmarked where no GPU engine runs.
 
 It serves vLLM's, llama-server's or SGLang's HTTP API and metrics, driven by a
-deterministic behaviour model: FCFS admission bounded by `max_seqs` and KV blocks, an
-LRU prefix cache over token blocks, prefill and decode costs, and faults chosen
-explicitly. The model is pure and clock-injected (`scheduler`, `prefix_cache`, `cost`,
-`tokenizer`, `textgen`); the HTTP layer (`app`, `routes_*`) only drives it.
+deterministic behaviour model: FCFS admission bounded by `max_seqs` and KV blocks (or
+vLLM's priority scheduling, with preemption and recompute), an LRU prefix cache over
+token blocks, prefill and decode costs, and faults chosen explicitly. The model is pure
+and clock-injected (`scheduler`, `prefix_cache`, `cost`, `tokenizer`, `textgen`); the
+HTTP layer (`app`, `routes_*`) only drives it.
 
 Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
 `llmgw.sim.testing.start_sim_engine`, or in-process with `create_app(SimState.build(...))`.
@@ -13,13 +14,14 @@ Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
 
 from llmgw.sim.app import create_admin_app, create_app
 from llmgw.sim.engine import SimEngine
-from llmgw.sim.options import FaultMode, Flavor, SimOptions
+from llmgw.sim.options import FaultMode, Flavor, SchedulingPolicy, SimOptions
 from llmgw.sim.state import SIM_STATE, SimState
 
 __all__ = [
     "SIM_STATE",
     "FaultMode",
     "Flavor",
+    "SchedulingPolicy",
     "SimEngine",
     "SimOptions",
     "SimState",

@@ -22,7 +22,7 @@ from llmgw.sim.metrics import EngineSnapshot, MetricsRenderer
 from llmgw.sim.metrics_llamacpp import LlamaCppMetrics
 from llmgw.sim.metrics_sglang import SGLangMetrics
 from llmgw.sim.metrics_vllm import VllmMetrics
-from llmgw.sim.options import Flavor, SimOptions
+from llmgw.sim.options import Flavor, SchedulingPolicy, SimOptions
 from llmgw.sim.prefix_cache import BlockPool, block_hashes
 from llmgw.sim.scheduler import Job, Scheduler
 from llmgw.sim.stats import EngineStats
@@ -101,6 +101,7 @@ class SimEngine:
             pool=self.pool,
             cost=cost,
             observer=self.stats,
+            priority=options.scheduling_policy is SchedulingPolicy.PRIORITY,
         )
         self._streams: dict[int, TokenStream] = {}
         self._ids = itertools.count(1)
@@ -116,6 +117,7 @@ class SimEngine:
         max_tokens_param: int | None,
         tag: str,
         arrived_at: float | None = None,
+        priority: int = 0,
     ) -> TokenStream:
         """Queue a generation; the returned stream is woken as its tokens are released.
 
@@ -134,6 +136,7 @@ class SimEngine:
             finish_reason=plan.finish_reason,
             max_tokens_param=max_tokens_param,
             tag=tag,
+            priority=priority,
         )
         stream = TokenStream(job, plan, every_token)
         self._streams[job.id] = stream

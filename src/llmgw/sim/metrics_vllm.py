@@ -194,7 +194,9 @@ class VllmMetrics:
         for reason in _FINISH_REASONS:
             success.add_metric([*self._labels, reason], stats.finish_reasons.get(reason, 0))
         out += [
-            self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0),
+            self._counter(
+                "vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.preemptions
+            ),
             self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens),
             self._counter(
                 "vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens

@@ -38,6 +38,13 @@ class FaultMode(enum.StrEnum):
     EXIT_AFTER = "exit-after"  # the process exits once `fault_after` requests are served
 
 
+class SchedulingPolicy(enum.StrEnum):
+    """vLLM's `--scheduling-policy`: first come first served, or by request priority."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"  # lower `priority` first; worse running requests are preempted
+
+
 class SimOptions(Strict):
     """A simulated engine's configuration (see `llmgw sim-engine --help` for each field)."""
 
@@ -52,6 +59,9 @@ class SimOptions(Strict):
     flavor: Flavor = Flavor.VLLM
     seed: int = 0
 
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy.FCFS
+    """With priority, requests carry vLLM's `priority` field and better ones preempt
+    worse running ones; with fcfs a nonzero priority is refused, as vLLM refuses it."""
     max_seqs: int = Field(default=64, ge=1)
     block_size: int = Field(default=16, ge=1)
     kv_blocks: int = Field(default=4096, ge=1)

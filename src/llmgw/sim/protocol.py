@@ -1,7 +1,7 @@
 """The OpenAI request bodies the sim reads, parsed into typed values or refused.
 
 Only what the behaviour model uses is read (model, prompt or messages, max_tokens,
-stop, n, seed, stream and stream_options); other fields are accepted and ignored, as
+stop, n, seed, stream, stream_options and vLLM's priority); other fields are accepted and ignored, as
 engines do. A bad field is refused with a 400 naming the field and the fix; an unknown
 model with a 404, both in OpenAI's error shape (see `ApiError`).
 """
@@ -56,6 +56,9 @@ class Sampling:
     max_tokens: int | None
     stop: tuple[str, ...]
     seed: int | None
+    priority: int = 0
+    """vLLM's request priority, lower served sooner; only a priority-scheduled engine takes
+    a nonzero one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,7 @@ def parse_sampling(body: Mapping[str, Any], served: tuple[str, ...], *, chat: bo
         max_tokens=max_tokens,
         stop=_stop(body),
         seed=_optional_int(body, "seed"),
+        priority=_optional_int(body, "priority") or 0,
     )
 
 

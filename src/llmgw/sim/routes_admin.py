@@ -129,6 +129,7 @@ async def get_state(request: web.Request) -> web.Response:
             "finished": dict(stats.finish_reasons),
             "prompt_tokens": stats.prompt_tokens,
             "generation_tokens": stats.generation_tokens,
+            "preemptions": stats.preemptions,
             "prefix_cache": {
                 "queries_tokens": stats.prefix_queries,
                 "hits_tokens": stats.prefix_hits,
@@ -151,6 +152,8 @@ def describe_job(job: Job) -> dict[str, object]:
         "prompt_tokens": job.prompt_tokens,
         "cached_tokens": job.cached_tokens,
         "completion_tokens": job.emitted,
+        "priority": job.priority,
+        "preemptions": job.preemptions,
         "arrived_at": job.arrived_at,
         "admitted_at": _number(job.admitted_at),
         "first_token_at": _number(job.first_token_at),

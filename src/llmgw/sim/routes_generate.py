@@ -19,6 +19,7 @@ from llmgw.sim import chunks
 from llmgw.sim.chat_template import TemplateError, render_chat
 from llmgw.sim.engine import TokenStream
 from llmgw.sim.faults import STATUS_FAULTS, Action
+from llmgw.sim.options import SchedulingPolicy
 from llmgw.sim.protocol import ApiError, Sampling, bad_request, parse_chat, parse_completion
 from llmgw.sim.state import FAULT_EXIT_STATUS, SIM_STATE, SimState
 from llmgw.sim.textgen import FinishReason, OutputPlan, plan_output, request_seed
@@ -87,6 +88,11 @@ async def _generate(
     arrived_at: float,
 ) -> web.StreamResponse:
     plan = plan_for(state, sampling, prompt_ids)
+    if sampling.priority and state.options.scheduling_policy is not SchedulingPolicy.PRIORITY:
+        # vLLM's own refusal (and wording) when started without --scheduling-policy priority.
+        raise bad_request(
+            f"Got priority {sampling.priority} but Priority scheduling is not enabled.", "priority"
+        )
     action = state.faults.on_request(state.clock())
     if action is Action.EXIT:
         state.exit_process(FAULT_EXIT_STATUS)
@@ -109,6 +115,7 @@ async def _generate(
         max_tokens_param=sampling.max_tokens,
         tag=state.response_id("chatcmpl" if chat else "cmpl"),
         arrived_at=arrived_at,
+        priority=sampling.priority,
     )
     try:
         if sampling.stream:

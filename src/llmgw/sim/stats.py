@@ -46,6 +46,7 @@ class EngineStats:
         self.prefix_queries = 0  # in tokens, as vLLM counts them
         self.prefix_hits = 0
         self.requests_arrived = 0
+        self.preemptions = 0
         self.finish_reasons: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.prefill_seconds = 0.0
         self.decode_seconds = 0.0
@@ -61,7 +62,13 @@ class EngineStats:
     def admitted(self, job: Job, at: float) -> None:
         self.prefix_queries += job.prompt_tokens
         self.prefix_hits += job.cached_tokens
-        self._observe(Timing.QUEUE, at - job.arrived_at)
+        if not job.preemptions:
+            # A resumed request's queue time was observed when it was first admitted.
+            self._observe(Timing.QUEUE, at - job.arrived_at)
+
+    def preempted(self, job: Job, at: float) -> None:
+        """A running request was sent back to the queue for a better one."""
+        self.preemptions += 1
 
     def token(self, job: Job, at: float, running: int) -> None:
         self.generation_tokens += 1

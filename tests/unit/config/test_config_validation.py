@@ -111,6 +111,17 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("endpoints.0.id", "", ("endpoints[0].id:", "required")),
     ("endpoints.0.models", [], ("endpoints[0].models:", "at least one model")),
     ("endpoints.0.engine", "vlm", ("endpoints[0].engine:", "vllm")),
+    (
+        "endpoints.0",
+        {
+            "id": "l-1",
+            "url": "http://127.0.0.1:8001",
+            "engine": "llamacpp",
+            "models": ["chat"],
+            "priority_scheduling": True,
+        },
+        ("endpoints[0].priority_scheduling:", "vllm or sim"),
+    ),
     ("models.0.profiles.0.gpu_class", "", ("models:", "gpu_class")),
     ("models.0.name", "", ("models[0]:", "no name")),
 ]

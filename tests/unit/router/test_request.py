@@ -331,6 +331,35 @@ def test_changing_the_body_for_one_replica_leaves_the_request_as_parsed() -> Non
     assert request.body_for(None, ask_usage=False) is request.raw
 
 
+# --- the engine's priority ---------------------------------------------------------------
+
+
+def test_a_priority_scheduling_replica_is_sent_the_band_priority() -> None:
+    request = _parsed(temperature=0.5)
+    sent = orjson.loads(request.body_for(None, ask_usage=False, priority=200))
+    assert sent == {**request.body, "priority": 200}
+
+
+def test_the_top_band_priority_is_the_engines_default_and_the_bytes_are_kept() -> None:
+    request = _parsed()
+    assert request.body_for(None, ask_usage=False, priority=0) is request.raw
+
+
+@pytest.mark.parametrize("priority", [None, 0, 300], ids=["no-priority-scheduling", "top-band", "bronze"])
+def test_a_clients_own_priority_never_passes(priority: int | None) -> None:
+    # The gateway decides; an engine without priority scheduling would refuse it (400).
+    request = _parsed(priority=-1000)
+    sent = orjson.loads(request.body_for(None, ask_usage=False, priority=priority))
+    if priority:
+        assert sent["priority"] == priority
+    else:
+        assert "priority" not in sent
+    assert {k: v for k, v in sent.items() if k != "priority"} == {
+        k: v for k, v in request.body.items() if k != "priority"
+    }
+    assert request.body["priority"] == -1000  # a retry elsewhere starts from the client's body
+
+
 # --- the prompt token floor and the routes --------------------------------------------------
 
 FLOOR_CASES = [

@@ -24,6 +24,7 @@ def render(flavor: Flavor, legacy: bool = False, snapshot: EngineSnapshot = SNAP
     job = Job(id=1, prompt_tokens=40, block_hashes=(), output_tokens=3, arrived_at=0.0)
     job.admitted_at, job.cached_tokens = 0.1, 16
     stats.admitted(job, 0.1)
+    stats.preempted(job, 0.2)
     for i, at in enumerate((0.3, 0.35, 0.4), start=1):
         job.emitted = i
         stats.token(job, at, 2)
@@ -69,6 +70,7 @@ def test_vllm_serves_the_current_names_types_and_labels() -> None:
     assert value(families, "vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total") == 16
     assert value(families, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == 40
     assert value(families, "vllm:generation_tokens", "vllm:generation_tokens_total") == 3
+    assert value(families, "vllm:num_preemptions", "vllm:num_preemptions_total") == 1
     assert value(families, "vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_count") == 1
     assert value(families, "vllm:inter_token_latency_seconds", "vllm:inter_token_latency_seconds_count") == 2
     assert "vllm:gpu_cache_usage_perc" not in families
