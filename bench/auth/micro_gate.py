@@ -5,8 +5,9 @@ every request is judged against all of them. Then the background usage writer's 
 record, on SQLite and (with --postgres) PostgreSQL.
 
 The request is the gateway's own sequence of calls: `AuthGate.authenticate` (a cached
-key), `visible`, `admit`, the `Account` and `UsageRecord` the router makes,
-`UsageEvent.from_record` (llmgw.server.gateway's `_account`), and `AuthGate.record`.
+key), `visible`, `admit`, the `Account` and `UsageRecord` the router makes, and, for
+every `BATCH` of requests as the gateway's usage sink hands them over,
+`usage_events` (llmgw.server.gateway's `_account`) and `AuthGate.record_many`.
 
 Each round runs `-n` requests twice without yielding to the event loop, so no
 background task runs in between: once bare, timed as a whole in process CPU time (the

@@ -19,12 +19,12 @@ from llmgw.router.slo import Objective, SloTracker
 from llmgw.upstream import UpstreamClient
 
 START = 1000.0
-BANDS = (
-    BandRule("platinum", 400, 1.00),
-    BandRule("gold", 300, 0.85),
-    BandRule("silver", 200, 0.60),
-    BandRule("bronze", 100, 0.30),
-)
+# The seed's default bands.
+PLATINUM = BandRule("platinum", 400, 1.00)
+GOLD = BandRule("gold", 300, 0.85)
+SILVER = BandRule("silver", 200, 0.60)
+BRONZE = BandRule("bronze", 100, 0.30)
+BANDS = (PLATINUM, GOLD, SILVER, BRONZE)
 
 
 class Clock:

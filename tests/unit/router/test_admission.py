@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from flow_rig import BANDS, BRONZE, GOLD, PLATINUM, SILVER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,12 +23,6 @@ TARGETS = ScoringTargets(
     target_waiting=4.0, target_inflight=2.0, kv_ceiling=0.8, session_load_factor=1.25, stale_after=10.0
 )
 _CLIENT = UpstreamClient()
-
-PLATINUM = BandRule("platinum", 400, 1.00)
-GOLD = BandRule("gold", 300, 0.85)
-SILVER = BandRule("silver", 200, 0.60)
-BRONZE = BandRule("bronze", 100, 0.30)
-BANDS = (PLATINUM, GOLD, SILVER, BRONZE)
 
 
 def replica(

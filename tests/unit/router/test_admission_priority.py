@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from flow_rig import BANDS, BRONZE, GOLD, PLATINUM, SILVER
 
 from llmgw.router.admission import (
     BandRule,
@@ -27,12 +28,6 @@ TARGETS = ScoringTargets(
     target_waiting=4.0, target_inflight=10.0, kv_ceiling=0.8, session_load_factor=1.25, stale_after=10.0
 )
 _CLIENT = UpstreamClient()
-
-PLATINUM = BandRule("platinum", 400, 1.00)
-GOLD = BandRule("gold", 300, 0.85)
-SILVER = BandRule("silver", 200, 0.60)
-BRONZE = BandRule("bronze", 100, 0.30)
-BANDS = (PLATINUM, GOLD, SILVER, BRONZE)
 
 
 def replica(eid: str, *, priority_scheduling: bool, inflight: int = 0, weight: float = 1.0) -> Endpoint:

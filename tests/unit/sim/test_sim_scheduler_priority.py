@@ -3,48 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from scheduler_rig import job, make, run_until_idle
 
-from llmgw.sim.cost import CostModel
-from llmgw.sim.prefix_cache import BlockPool, block_hashes
-from llmgw.sim.scheduler import Job, JobState, Scheduler
+from llmgw.sim.scheduler import JobState
 from llmgw.sim.stats import EngineStats, Timing
-
-BLOCK = 16
-# 1 ms per uncached prompt token; a decode step of 10 ms plus 1 ms per running request.
-COST = CostModel(prefill_ms_per_token=1.0, decode_ms=10.0, decode_ms_per_seq=1.0)
-
-
-def make(
-    max_seqs: int = 2, kv_blocks: int = 1000, priority: bool = True, stats: EngineStats | None = None
-) -> Scheduler:
-    return Scheduler(
-        max_seqs=max_seqs,
-        block_size=BLOCK,
-        pool=BlockPool(kv_blocks),
-        cost=COST,
-        observer=stats,
-        priority=priority,
-    )
-
-
-def job(n: int, prompt: list[int], output: int, priority: int, at: float = 0.0) -> Job:
-    return Job(
-        id=n,
-        prompt_tokens=len(prompt),
-        block_hashes=block_hashes(prompt, BLOCK),
-        output_tokens=output,
-        arrived_at=at,
-        priority=priority,
-    )
-
-
-def run_until_idle(s: Scheduler, limit: int = 10_000) -> None:
-    for _ in range(limit):
-        due = s.next_event_at()
-        if due is None:
-            return
-        s.advance(due)
-    raise AssertionError("the scheduler did not go idle")
 
 
 def stats() -> EngineStats:
@@ -53,7 +15,7 @@ def stats() -> EngineStats:
 
 def test_a_better_request_preempts_and_gets_its_first_token_after_its_prefill_alone() -> None:
     observer = stats()
-    s = make(max_seqs=2, stats=observer)
+    s = make(max_seqs=2, stats=observer, priority=True)
     low = [job(i, [100 * i + t for t in range(40)], output=50, priority=300) for i in (1, 2)]
     for j in low:
         s.submit(j, 0.0)
@@ -72,7 +34,7 @@ def test_a_better_request_preempts_and_gets_its_first_token_after_its_prefill_al
 
 
 def test_the_preempted_request_resumes_recomputes_and_finishes_with_every_token() -> None:
-    s = make(max_seqs=1)
+    s = make(max_seqs=1, priority=True)
     victim = job(1, list(range(40)), output=5, priority=300)  # 2 full blocks cacheable
     s.submit(victim, 0.0)
     s.advance(0.045)  # first token at 40 ms
@@ -95,7 +57,7 @@ def test_the_preempted_request_resumes_recomputes_and_finishes_with_every_token(
 
 
 def test_token_events_of_an_earlier_admission_are_ignored() -> None:
-    s = make(max_seqs=1)
+    s = make(max_seqs=1, priority=True)
     victim = job(1, list(range(40)), output=5, priority=300)
     s.submit(victim, 0.0)
     s.advance(0.045)
@@ -114,7 +76,7 @@ def test_token_events_of_an_earlier_admission_are_ignored() -> None:
 
 def test_blocks_that_do_not_fit_preempt_too() -> None:
     # 10 blocks: the low one takes 8 (128 tokens); the urgent one needs 4.
-    s = make(max_seqs=8, kv_blocks=10)
+    s = make(max_seqs=8, kv_blocks=10, priority=True)
     low = job(1, list(range(100)), output=28, priority=300)
     s.submit(low, 0.0)
     urgent = job(2, list(range(200, 250)), output=14, priority=0, at=0.01)
@@ -127,7 +89,7 @@ def test_blocks_that_do_not_fit_preempt_too() -> None:
 
 
 def test_equal_or_better_running_work_is_never_preempted() -> None:
-    s = make(max_seqs=1)
+    s = make(max_seqs=1, priority=True)
     first = job(1, [1, 2], output=5, priority=100)
     s.submit(first, 0.0)
     same = job(2, [3, 4], output=5, priority=100, at=0.001)
@@ -141,7 +103,7 @@ def test_equal_or_better_running_work_is_never_preempted() -> None:
 
 
 def test_the_queue_is_served_by_priority_then_arrival() -> None:
-    s = make(max_seqs=1)
+    s = make(max_seqs=1, priority=True)
     s.submit(job(1, [1], output=3, priority=0), 0.0)
     waiting = [
         job(2, [2], output=1, priority=200, at=0.001),
@@ -157,7 +119,7 @@ def test_the_queue_is_served_by_priority_then_arrival() -> None:
 
 
 def test_fcfs_ignores_priority_and_never_preempts() -> None:
-    s = make(max_seqs=1, priority=False)
+    s = make(max_seqs=1)
     low = job(1, [1, 2], output=5, priority=300)
     s.submit(low, 0.0)
     urgent = job(2, [3, 4], output=1, priority=0, at=0.001)
@@ -170,7 +132,7 @@ def test_fcfs_ignores_priority_and_never_preempts() -> None:
 
 def test_a_resumed_request_counts_its_queue_time_once() -> None:
     observer = stats()
-    s = make(max_seqs=1, stats=observer)
+    s = make(max_seqs=1, stats=observer, priority=True)
     s.submit(job(1, [1, 2], output=5, priority=300), 0.0)
     s.submit(job(2, [3, 4], output=1, priority=0, at=0.001), 0.001)
     run_until_idle(s)
