@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+
+from llmgw.errors import StoreError
 
 
 class Background:
@@ -48,3 +51,13 @@ class StoreOutage:
         if self.failing:
             self._log.info("%s: the store answers again", self._what)
         self.failing = False
+
+    async def attempt(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Runs one interval's `work`; a `StoreError` is said (once) and left for the
+        next interval to retry."""
+        try:
+            await work()
+        except StoreError as exc:
+            self.failed(exc)
+            return
+        self.answered()

@@ -30,7 +30,6 @@ from llmgw.control.demand import Asked, changed_reports, on_local_clock
 from llmgw.control.demand_table import DemandTable
 from llmgw.control.lease import LeaderLease
 from llmgw.control.plane import ControlPlane
-from llmgw.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +86,14 @@ class DemandSync(Background):
 
     async def step(self) -> None:
         """One interval's work: this server's report, then, leading, everyone's."""
-        try:
-            await self._report()
-            if self._plane.leading:
-                await self._gather()
-            else:
-                self._plane.hear_others((), self.silent_after)
-        except StoreError as exc:
-            self._outage.failed(exc)
-            return
-        self._outage.answered()
+        await self._outage.attempt(self._exchange)
+
+    async def _exchange(self) -> None:
+        await self._report()
+        if self._plane.leading:
+            await self._gather()
+        else:
+            self._plane.hear_others((), self.silent_after)
 
     async def _report(self) -> None:
         holder = self._lease.holder

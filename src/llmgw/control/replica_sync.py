@@ -24,7 +24,6 @@ from llmgw.control.background import Background, StoreOutage
 from llmgw.control.lease import LeaderLease
 from llmgw.control.plane import ControlPlane
 from llmgw.control.replica_table import ReplicaTable, servable
-from llmgw.errors import StoreError
 from llmgw.router.endpoints import EndpointSpec
 
 log = logging.getLogger(__name__)
@@ -66,15 +65,13 @@ class ReplicaSync(Background):
 
     async def step(self) -> None:
         """One interval's work, as leader or as follower."""
-        try:
-            if self._plane.leading:
-                await self._write()
-            elif not self._lease.is_leader():
-                await self._follow()
-        except StoreError as exc:
-            self._outage.failed(exc)
-            return
-        self._outage.answered()
+        await self._outage.attempt(self._sync)
+
+    async def _sync(self) -> None:
+        if self._plane.leading:
+            await self._write()
+        elif not self._lease.is_leader():
+            await self._follow()
 
     async def _write(self) -> None:
         term = self._lease.term
