@@ -75,7 +75,7 @@ class _Chat:
 
 
 def _replay(tree: PrefixTree, traffic: list[tuple[int, str]], warm: int, rounds: int, requests: int) -> float:
-    """Match then insert each prompt, as the router does; `warm` requests go in untimed."""
+    """Match then insert each prompt with one walk, as the router does; `warm` requests go in untimed."""
     feed = iter(traffic)
     clock = [0.0]
 
@@ -83,8 +83,9 @@ def _replay(tree: PrefixTree, traffic: list[tuple[int, str]], warm: int, rounds:
         for _ in range(requests):
             s, prompt = next(feed)
             clock[0] += 0.001
-            tree.match(prompt, clock[0])
-            tree.insert(prompt, REPLICAS[s % 8], clock[0])
+            walk = tree.walk(prompt)
+            walk.match(clock[0])
+            walk.insert(REPLICAS[s % 8], clock[0])
         return requests
 
     for _ in range(warm // requests):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.balance import imbalanced, session_holds
 from llmgw.router.endpoints import Endpoint
-from llmgw.router.prefix_tree import PrefixTree
+from llmgw.router.prefix_tree import PrefixTree, PrefixWalk
 from llmgw.router.scoring import ScoringTargets, load_score
 
 ROUTING_PROFILES: tuple[str, ...] = ("chat", "least_load", "round_robin")
@@ -61,22 +61,29 @@ class Picker:
         self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
     ) -> tuple[Endpoint, str]:
         """The replica for this request and why it was chosen; `candidates` is non-empty."""
+        # The prompt is followed down the tree once, for the match and the insert alike.
+        walk = self._tree.walk(prompt) if profile == "chat" and self._tree is not None and prompt else None
         if len(candidates) == 1:
             chosen, why = candidates[0], "only"
         elif profile == "round_robin":
             self._turn += 1
             chosen, why = candidates[self._turn % len(candidates)], "round_robin"
         else:
-            chosen, why = self._by_load(candidates, prompt, session, profile, now)
-        if profile == "chat":
-            if session:
-                self._affinity.set(session, chosen.id, now)
-            if self._tree is not None and prompt:
-                self._tree.insert(prompt, chosen.id, now)
+            chosen, why = self._by_load(candidates, prompt, walk, session, profile, now)
+        if profile == "chat" and session:
+            self._affinity.set(session, chosen.id, now)
+        if walk is not None:
+            walk.insert(chosen.id, now)
         return chosen, why
 
     def _by_load(
-        self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
+        self,
+        candidates: Sequence[Endpoint],
+        prompt: str,
+        walk: PrefixWalk | None,
+        session: str | None,
+        profile: str,
+        now: float,
     ) -> tuple[Endpoint, str]:
         targets = self._targets
         scored = [(load_score(e, targets, now), e) for e in candidates]
@@ -94,8 +101,8 @@ class Picker:
                         if session_holds(score, best_score, targets.session_load_factor):
                             return held, "session"
                         break
-        if self._tree is not None and prompt:
-            match = self._tree.match(prompt, now)
+        if walk is not None:
+            match = walk.match(now)
             rules = self._rules
             found = match.by_endpoint
             # The thresholds apply to what the candidates hold: a replica left out (tried

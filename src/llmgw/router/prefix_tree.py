@@ -104,6 +104,7 @@ class PrefixTree:
         self._chars: dict[str, int] = {}  # characters held per endpoint
         self._heap: list[tuple[float, int, _Node]] = []
         self._seq = 0  # heap tie-breaker, so nodes are never compared
+        self._shape = 0  # bumped whenever a node is added, split or removed: walks expire
 
     def __len__(self) -> int:
         """Number of nodes, not counting the empty root."""
@@ -114,96 +115,51 @@ class PrefixTree:
         or evicted (the tie-breaker vllm-router uses: the smallest cache is the emptiest)."""
         return self._chars.get(endpoint, 0)
 
-    def match(self, text: str, now: float) -> PrefixMatch:
-        """The longest live prefix of `text`, overall and per endpoint."""
-        cutoff = now - self._ttl
-        path: list[tuple[int, _Node]] = []  # (characters matched through it, node)
+    def walk(self, text: str) -> PrefixWalk:
+        """Follows `text` down the tree once; the walk then answers `match` and does
+        `insert` without comparing the text again. It holds until the tree next changes
+        shape (a node added, split or removed): the router matches and inserts a prompt
+        within one synchronous step, so one walk serves both."""
+        path: list[tuple[int, _Node]] = []
         node = self._root
         pos = 0
         size = len(text)
         while pos < size:
             child = node.children.get(text[pos])
-            if child is None or child.last <= cutoff:
-                break  # nothing below is younger than this node
+            if child is None:
+                break
             label = child.label
             if not text.startswith(label, pos):
-                path.append((pos + _common_prefix(label, text, pos), child))
-                break
+                return PrefixWalk(self, text, path, child, _common_prefix(label, text, pos))
             pos += len(label)
             path.append((pos, child))
             node = child
-        if not path:
-            return PrefixMatch(0, {})
-        return PrefixMatch(path[-1][0], self._endpoints_along(path, now, cutoff))
+        return PrefixWalk(self, text, path, None, 0)
 
-    @staticmethod
-    def _endpoints_along(path: list[tuple[int, _Node]], now: float, cutoff: float) -> dict[str, int]:
-        """Each endpoint's deepest live node on `path`, read from the bottom up.
-
-        Going up, a node holds every endpoint live below it and perhaps more; one whose
-        entries number no more than those already found adds nothing and is passed over
-        (long chains of one conversation's turns, all held by one replica, cost a
-        comparison each).
-        """
-        found: dict[str, int] = {}
-        for end, node in reversed(path):
-            touched = node.touched
-            if len(touched) == len(found):
-                continue
-            if node.oldest > cutoff:
-                # All live: copy them in C; what was found deeper keeps its longer match.
-                merged = dict.fromkeys(touched, end)
-                if found:
-                    merged.update(found)
-                found = merged
-                continue
-            oldest = now
-            for endpoint, at in touched.items():
-                if at > cutoff and endpoint not in found:
-                    found[endpoint] = end
-                if at < oldest:  # noqa: PLR1730 - per entry on the hot path; no call
-                    oldest = at
-            node.oldest = oldest  # tightened, so the next match may take the fast path
-        return found
+    def match(self, text: str, now: float) -> PrefixMatch:
+        """The longest live prefix of `text`, overall and per endpoint."""
+        return self.walk(text).match(now)
 
     def insert(self, text: str, endpoint: str, now: float) -> None:
         """Record that `endpoint` was just sent a prompt beginning with `text`."""
-        node = self._root
-        pos = 0
-        size = len(text)
-        added = 0  # characters newly held for this endpoint
-        while pos < size:
-            first = text[pos]
-            child = node.children.get(first)
-            if child is None:
-                leaf = _Node(text[pos:], node, {endpoint: now}, now, now)
-                node.children[first] = leaf
-                self._count += 1
-                added += size - pos
-                self._push(leaf)
-                node = leaf
-                break
-            label = child.label
-            if not text.startswith(label, pos):
-                child = self._split(child, _common_prefix(label, text, pos))
-                label = child.label
-            entries = child.touched
-            touched = entries.get(endpoint)
-            if touched is None:
-                added += len(label)
-                entries[endpoint] = now
-                if now < child.oldest:  # noqa: PLR1730 - a comparison is cheaper than calling min()
-                    child.oldest = now
-            elif now > touched:
-                entries[endpoint] = now
-            if now > child.last:  # noqa: PLR1730 - a comparison is cheaper than calling max() per node
-                child.last = now
-            pos += len(label)
-            node = child
+        self.walk(text).insert(endpoint, now)
+
+    def _grow(self, parent: _Node, label: str, endpoint: str, now: float) -> _Node:
+        """A new leaf under `parent`, held by `endpoint` alone."""
+        leaf = _Node(label, parent, {endpoint: now}, now, now)
+        parent.children[label[0]] = leaf
+        self._count += 1
+        self._shape += 1
+        self._push(leaf)
+        return leaf
+
+    def _inserted(self, endpoint: str, added: int, end: _Node) -> None:
+        """What follows an insert that ended at `end` and gave `endpoint` `added` more
+        characters: its size, and eviction past the bound."""
         if added:
             self._chars[endpoint] = self._chars.get(endpoint, 0) + added
         if self._count > self._max_nodes:
-            self._evict(protect=node)
+            self._evict(protect=end)
 
     def remove_endpoint(self, endpoint: str) -> None:
         """Forget everything recorded for `endpoint` (a replica withdrawn). O(nodes)."""
@@ -241,6 +197,7 @@ class PrefixTree:
         child.parent = upper
         upper.children[child.label[0]] = child
         self._count += 1
+        self._shape += 1
         return upper
 
     def _push(self, node: _Node) -> None:
@@ -284,6 +241,7 @@ class PrefixTree:
         del parent.children[node.label[0]]
         node.parent = None
         self._count -= 1
+        self._shape += 1
         for endpoint in node.touched:
             self._release(endpoint, len(node.label))
         if parent is not self._root and not parent.children and not parent.in_heap:
@@ -331,6 +289,7 @@ class PrefixTree:
         """Detach the subtree under `top`, whose own entries are already released."""
         top.parent = None
         self._count -= 1
+        self._shape += 1
         stack = list(top.children.values())
         while stack:
             node = stack.pop()
@@ -339,3 +298,111 @@ class PrefixTree:
             for endpoint in node.touched:
                 self._release(endpoint, len(node.label))
             stack.extend(node.children.values())
+
+
+class PrefixWalk:
+    """A prompt followed down the tree: the whole edges it matched, and the edge where
+    it parted from the tree, if it did inside one. `PrefixTree.walk` makes it."""
+
+    __slots__ = ("_common", "_parted", "_path", "_shape", "_text", "_tree")
+
+    def __init__(
+        self, tree: PrefixTree, text: str, path: list[tuple[int, _Node]], parted: _Node | None, common: int
+    ) -> None:
+        self._tree = tree
+        self._shape = tree._shape
+        self._text = text
+        self._path = path  # (characters matched through the node, node), root first
+        self._parted = parted  # the edge the text leaves partway, `common` characters in
+        self._common = common
+
+    def match(self, now: float) -> PrefixMatch:
+        """The longest live prefix of the text, overall and per endpoint: the walk cut
+        at the first node nobody touched within the ttl (nothing below it is younger)."""
+        self._check()
+        cutoff = now - self._tree._ttl
+        path = self._path
+        live = len(path)
+        for i, (_, node) in enumerate(path):
+            if node.last <= cutoff:
+                live = i
+                break
+        if live < len(path):
+            path = path[:live]
+        else:
+            parted = self._parted
+            if parted is not None and parted.last > cutoff:
+                path = [*path, ((path[-1][0] if path else 0) + self._common, parted)]
+        if not path:
+            return PrefixMatch(0, {})
+        return PrefixMatch(path[-1][0], _endpoints_along(path, now, cutoff))
+
+    def insert(self, endpoint: str, now: float) -> None:
+        """Records that `endpoint` was just sent the text. The walk is spent after it."""
+        self._check()
+        tree = self._tree
+        added = 0  # characters newly held for this endpoint
+        for _, through in self._path:
+            added += _touch(through, endpoint, now)
+        pos, node = self._path[-1] if self._path else (0, tree._root)
+        parted = self._parted
+        if parted is not None:
+            node = tree._split(parted, self._common)
+            pos += self._common
+            added += _touch(node, endpoint, now)
+        text = self._text
+        if pos < len(text):
+            node = tree._grow(node, text[pos:], endpoint, now)
+            added += len(text) - pos
+        tree._inserted(endpoint, added, node)
+
+    def _check(self) -> None:
+        if self._shape != self._tree._shape:
+            raise RuntimeError("a PrefixWalk is used after the tree changed shape; walk the text again")
+
+
+def _touch(node: _Node, endpoint: str, now: float) -> int:
+    """Marks `node` as just used by `endpoint`; returns the characters newly held by it."""
+    entries = node.touched
+    touched = entries.get(endpoint)
+    added = 0
+    if touched is None:
+        added = len(node.label)
+        entries[endpoint] = now
+        if now < node.oldest:  # noqa: PLR1730 - a comparison is cheaper than calling min()
+            node.oldest = now
+    elif now > touched:
+        entries[endpoint] = now
+    if now > node.last:  # noqa: PLR1730 - a comparison is cheaper than calling max() per node
+        node.last = now
+    return added
+
+
+def _endpoints_along(path: list[tuple[int, _Node]], now: float, cutoff: float) -> dict[str, int]:
+    """Each endpoint's deepest live node on `path`, read from the bottom up.
+
+    Going up, a node holds every endpoint live below it and perhaps more; one whose
+    entries number no more than those already found adds nothing and is passed over
+    (long chains of one conversation's turns, all held by one replica, cost a
+    comparison each).
+    """
+    found: dict[str, int] = {}
+    for end, node in reversed(path):
+        touched = node.touched
+        if len(touched) == len(found):
+            continue
+        if node.oldest > cutoff:
+            # All live: copy them in C; what was found deeper keeps its longer match.
+            merged = dict.fromkeys(touched, end)
+            if found:
+                merged.update(found)
+            found = merged
+            continue
+        oldest = now
+        for endpoint, at in touched.items():
+            if at > cutoff and endpoint not in found:
+                found[endpoint] = end
+            if at < oldest:  # noqa: PLR1730 - per entry on the hot path; no call
+                oldest = at
+        node.oldest = oldest  # tightened, so the next match may take the fast path
+    return found

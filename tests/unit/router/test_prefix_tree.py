@@ -261,6 +261,25 @@ def test_repeated_inserts_do_not_grow_the_eviction_heap() -> None:
     assert len(tree._heap) <= len(tree)  # a memory bound, so worth looking inside for
 
 
+def test_a_walk_is_refused_once_the_tree_changed_shape() -> None:
+    tree = PrefixTree(max_nodes=100, ttl=10.0)
+    tree.insert("system prompt, question one", "a", now=1.0)
+    walk = tree.walk("system prompt, question two")
+    tree.insert("system prompt, question three", "b", now=2.0)  # splits the edge it walked
+    with pytest.raises(RuntimeError, match="walk the text again"):
+        walk.match(now=2.0)
+    with pytest.raises(RuntimeError, match="walk the text again"):
+        walk.insert("a", now=2.0)
+
+
+def test_a_walk_outlives_inserts_that_only_renew_times() -> None:
+    tree = PrefixTree(max_nodes=100, ttl=10.0)
+    tree.insert("system prompt", "a", now=1.0)
+    walk = tree.walk("system prompt")
+    tree.insert("system prompt", "b", now=2.0)  # same path: no node added
+    assert walk.match(now=3.0) == PrefixMatch(13, {"a": 13, "b": 13})
+
+
 @pytest.mark.parametrize(("max_nodes", "ttl"), [(0, 1.0), (-1, 1.0), (1, 0.0), (1, -1.0), (1, float("nan"))])
 def test_bad_bounds_are_refused(max_nodes: int, ttl: float) -> None:
     with pytest.raises(ValueError, match="PrefixTree"):
@@ -274,6 +293,8 @@ _op = st.one_of(
     st.tuples(st.just("remove"), _endpoints),
     st.tuples(st.just("prune"), st.floats(0, 3)),
     st.tuples(st.just("match"), _texts, st.floats(0, 3)),
+    # As the router does: one walk answers the match, then records the insert.
+    st.tuples(st.just("route"), _texts, _endpoints, st.floats(0, 3)),
 )
 
 
@@ -305,6 +326,14 @@ def test_with_room_the_tree_answers_exactly_like_a_list_of_every_insert(
             now = tick(op[1])
             tree.prune(now)
             ref.inserts = [i for i in ref.inserts if i[2] > now - ttl]
+        elif op[0] == "route":
+            now = tick(op[3])
+            walk = tree.walk(op[1])
+            expected = ref.by_endpoint(op[1], now)
+            assert walk.match(now) == PrefixMatch(max(expected.values(), default=0), expected)
+            walk.insert(op[2], now)
+            if op[1]:
+                ref.inserts.append((op[1], op[2], now))
         else:
             now = tick(op[2])
             expected = ref.by_endpoint(op[1], now)
@@ -326,7 +355,7 @@ def test_the_bound_always_holds_and_a_fitting_prompt_always_matches_in_full(
     ref = _Reference(ttl)
     now = 0.0
     for op in ops:
-        if op[0] == "insert":
+        if op[0] in ("insert", "route"):
             now += op[3]
             tree.insert(op[1], op[2], now)
             ref.inserts.append((op[1], op[2], now))
