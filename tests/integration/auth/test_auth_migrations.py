@@ -118,12 +118,19 @@ async def seed_0005(conn: AsyncConnection) -> None:
     )
 
 
+async def seed_0006(conn: AsyncConnection) -> None:
+    """The 0005 rows, with the GPU quota a 0006 store may hold on a team."""
+    await seed_0005(conn)
+    await conn.execute(sa.text("UPDATE teams SET gpu_quota = 2 WHERE id = 't'"))
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
     "0003": seed_0003,
     "0004": seed_0004,
     "0005": seed_0005,
+    "0006": seed_0006,
 }
 
 
@@ -197,7 +204,7 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                     assert count == (1 if version >= "0005" else 0)
             # 0006's GPU quotas: none on the rows already there, and settable at once.
             assert (org.gpu_quota, project.gpu_quota) == (None, None)
-            assert await store.tenancy.gpu_quotas() == {}
+            assert await store.tenancy.gpu_quotas() == ({"team:t": 2} if version >= "0006" else {})
             await store.tenancy.update("team", "t", {"gpu_quota": 4}, now=T)
             assert await store.tenancy.gpu_quotas() == {"team:t": 4}
             assert await store.tenancy.parents_of("project", ["p"]) == {"p": "t"}
