@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 
 PERIODS: tuple[str, ...] = ("day", "month")
 _DAY_S = 86_400
+MAX_VERDICTS = 10_000
+"""Principals whose budget verdicts are remembered between changes of spend."""
 
 SpendKey = tuple[str, str, int]
 """(scope, period, period start)."""
@@ -106,6 +108,9 @@ class BudgetLedger:
     def __init__(self) -> None:
         self._known: dict[SpendKey, int] = {}
         self._unwritten: dict[SpendKey, int] = {}
+        # Verdicts per set of rules (a principal's, by identity) on a day, until spend next
+        # changes: spend changes once per batch of answers, and every request asks.
+        self._verdicts: dict[int, tuple[Sequence[BudgetRule], int, BudgetRule | None]] = {}
 
     def spent(self, scope: str, period: str, now: float) -> int:
         key = (scope, period, _periods_of_day(int(now // _DAY_S))[period])
@@ -115,8 +120,18 @@ class BudgetLedger:
         """The first budget among `rules` that is spent, or None."""
         if not rules:
             return None
-        # `spent` for each rule, with the periods looked up once per request.
-        starts = _periods_of_day(int(now // _DAY_S))
+        day = int(now // _DAY_S)
+        cached = self._verdicts.get(id(rules))
+        if cached is not None and cached[0] is rules and cached[1] == day:
+            return cached[2]
+        verdict = self._first_spent(rules, day)
+        if len(self._verdicts) >= MAX_VERDICTS:
+            self._verdicts.clear()
+        self._verdicts[id(rules)] = (rules, day, verdict)  # holding `rules` keeps its id unique
+        return verdict
+
+    def _first_spent(self, rules: Sequence[BudgetRule], day: int) -> BudgetRule | None:
+        starts = _periods_of_day(day)
         known, unwritten = self._known, self._unwritten
         for rule in rules:
             key = (rule.scope, rule.period, starts[rule.period])
@@ -126,6 +141,7 @@ class BudgetLedger:
 
     def charge(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend this gateway has incurred and not yet written."""
+        self._verdicts.clear()
         for key, cost in deltas.items():
             self._unwritten[key] = self._unwritten.get(key, 0) + cost
 
@@ -134,12 +150,14 @@ class BudgetLedger:
         between: it runs on every request of a principal with budgets."""
         if cost_micros <= 0:
             return
+        self._verdicts.clear()
         unwritten = self._unwritten
         for key in _spend_keys(scopes, int(ts // _DAY_S)):
             unwritten[key] = unwritten.get(key, 0) + cost_micros
 
     def written(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend now in the store: known from here on, until the next pull says more."""
+        self._verdicts.clear()
         for key, cost in deltas.items():
             left = self._unwritten.get(key, 0) - cost
             if left > 0:
@@ -152,5 +170,6 @@ class BudgetLedger:
         """The store's totals for the current periods replace what was known; older
         periods are forgotten."""
         starts = set(current_periods(now).items())
+        self._verdicts.clear()
         self._known = {key: cost for key, cost in totals.items() if (key[1], key[2]) in starts}
         self._unwritten = {key: c for key, c in self._unwritten.items() if (key[1], key[2]) in starts}

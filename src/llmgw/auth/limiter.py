@@ -19,6 +19,16 @@ its share of what was left. A new window starts from the previous one's known to
 so the limits keep holding (more tightly than needed) until the store is back.
 Everything here is pure: time is an argument, and the store exchange is done by the
 caller with the rows `to_push` gives and `exchanged` takes back.
+
+Admission runs on every request, so a full judgement (both windows, the bet on the
+others) is not made for each. One that lets a request through also works out how much
+more this gateway could admit right now and still pass, and leaves that with the scope
+as an allowance: the requests after it only spend the allowance, until it runs out or
+anything it was worked out from changes (an exchange, a correction, a new window), and
+then the next one is judged in full again. The allowance is exact to spend, not a
+guess: the estimate only falls as time passes within a window, and a unit admitted
+here raises it by at most G units, so a request paid for from
+(limit − estimate) / G would have passed the full judgement too.
 """
 
 from __future__ import annotations
@@ -86,6 +96,14 @@ class _Entry:
     history: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     history_prev: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     dirty: bool = False
+    # What may still be admitted here without a full judgement, per dimension, and the
+    # limit it was worked out for (-1: none; a different limit is a different rule).
+    allowance: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    allowance_limit: list[int] = field(default_factory=lambda: [-1, -1])
+
+    def revoke(self) -> None:
+        """Drops the allowances: what they were worked out from has changed."""
+        self.allowance_limit = [-1, -1]
 
     def roll(self, start: int, window_s: int) -> None:
         if start == self.window:
@@ -102,6 +120,7 @@ class _Entry:
         self.local, self.remote, self.synced, self.before = [0, 0], [0, 0], [0, 0], [0, 0]
         self.history = deque(maxlen=HISTORY)
         self.window = start
+        self.revoke()
 
 
 def _least(a: list[int], b: list[int]) -> list[int]:
@@ -117,6 +136,14 @@ def _count_at(history: deque[tuple[float, int, int]], moment: float) -> list[int
             break
         found = [requests, tokens]
     return found
+
+
+def _affordable(entry: _Entry | None, rule: LimitRule | None, dim: Dimension, cost: int) -> bool:
+    """Whether `cost` can be paid from the entry's allowance for `rule` (no rule: there
+    is nothing to pay)."""
+    if entry is None or rule is None:
+        return True
+    return entry.allowance_limit[dim] == rule.limit and entry.allowance[dim] >= cost
 
 
 class SharedCounters:
@@ -172,28 +199,68 @@ class SharedCounters:
 
         It exists because admission runs on every request: one window computation and
         one counter lookup for the two rules when they share a scope (a limit written on
-        a project is usually both), and no `Verdict` unless someone asks."""
+        a project is usually both), no `Verdict` unless someone asks, and mostly no
+        judgement at all but the scopes' allowances spent (see the module's docstring).
+        The estimates it returns are then the ones the allowance stands for: never below
+        the full judgement's."""
         start = windows.window_start(now, self.window_s)
         requests_entry = tokens_entry = None
-        requests_fit = tokens_fit = None
         if rpm is not None:
             requests_entry = self._entry_at(rpm.scope, start)
-            requests_fit = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
-            if requests_fit is None:
-                return None
         if tpm is not None:
             if requests_entry is not None and rpm is not None and rpm.scope == tpm.scope:
                 tokens_entry = requests_entry
             else:
                 tokens_entry = self._entry_at(tpm.scope, start)
+        if _affordable(requests_entry, rpm, REQUESTS, 1) and _affordable(tokens_entry, tpm, TOKENS, tokens):
+            return self._spend(requests_entry, rpm, tokens_entry, tpm, tokens, now)
+        requests_fit = tokens_fit = None
+        if requests_entry is not None and rpm is not None:
+            requests_fit = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
+            if requests_fit is None:
+                return None
+        if tokens_entry is not None and tpm is not None:
             tokens_fit = self._fit(tokens_entry, TOKENS, tpm.limit, tokens, now)
             if tokens_fit is None:
                 return None
         # Counted only once both fit, so a refusal by one rule leaves the other untouched.
-        if requests_entry is not None:
+        g = self.gateways
+        if requests_entry is not None and rpm is not None and requests_fit is not None:
             requests_entry.local[REQUESTS] += 1
             requests_entry.dirty = True
-        if tokens_entry is not None:
+            requests_entry.allowance[REQUESTS] = (rpm.limit - requests_fit[0] - g) / g
+            requests_entry.allowance_limit[REQUESTS] = rpm.limit
+        if tokens_entry is not None and tpm is not None and tokens_fit is not None:
+            tokens_entry.local[TOKENS] += tokens
+            tokens_entry.dirty = True
+            tokens_entry.allowance[TOKENS] = (tpm.limit - tokens_fit[0] - g * tokens) / g
+            tokens_entry.allowance_limit[TOKENS] = tpm.limit
+        return Taken(requests_fit, tokens_fit)
+
+    def _spend(
+        self,
+        requests_entry: _Entry | None,
+        rpm: LimitRule | None,
+        tokens_entry: _Entry | None,
+        tpm: LimitRule | None,
+        tokens: int,
+        now: float,
+    ) -> Taken:
+        """`take` paid from allowances the caller found large enough. An allowance is
+        granted only after something was counted in the window, so the count resets two
+        windows from its start."""
+        g = self.gateways
+        requests_fit = tokens_fit = None
+        if requests_entry is not None and rpm is not None:
+            left = requests_entry.allowance[REQUESTS]
+            requests_fit = (rpm.limit - g * left, requests_entry.window + 2 * self.window_s - now)
+            requests_entry.allowance[REQUESTS] = left - 1
+            requests_entry.local[REQUESTS] += 1
+            requests_entry.dirty = True
+        if tokens_entry is not None and tpm is not None:
+            left = tokens_entry.allowance[TOKENS]
+            tokens_fit = (tpm.limit - g * left, tokens_entry.window + 2 * self.window_s - now)
+            tokens_entry.allowance[TOKENS] = left - tokens
             tokens_entry.local[TOKENS] += tokens
             tokens_entry.dirty = True
         return Taken(requests_fit, tokens_fit)
@@ -213,6 +280,7 @@ class SharedCounters:
         entry.local[REQUESTS] += requests
         entry.local[TOKENS] += tokens
         entry.dirty = True
+        entry.revoke()
 
     def to_push(self, now: float) -> list[tuple[str, int, int, int]]:
         """This gateway's counts that changed since the last exchange: (scope, window,
@@ -273,6 +341,7 @@ class SharedCounters:
                 self._entries[scope] = _Entry(start)
         for scope, entry in self._entries.items():
             entry.roll(start, self.window_s)
+            entry.revoke()  # the others' counts and the number of gateways may have changed
             entry.remote = list(others.get((scope, entry.window), (0, 0)))
             entry.remote_prev = list(others.get((scope, entry.window - self.window_s), (0, 0)))
 

@@ -62,3 +62,26 @@ def test_charging_a_request_is_charging_its_deltas() -> None:
                 assert one.spent(scope, period, moment) == other.spent(scope, period, moment)
     assert other.spent("org:o", "month", now) == 7
     assert other.spent("org:o", "month", now + 120) == 5
+
+
+def test_a_remembered_verdict_follows_every_change_of_spend() -> None:
+    # The gateway asks with the same principal's rules on every request; the verdict is
+    # remembered for them, and must change as soon as spend or the day does.
+    now = ts(2026, 5, 5, 12)
+    ledger = BudgetLedger()
+    rules = (BudgetRule("team:t", 1000, "day", "team"), BudgetRule("org:o", 5000, "month", "org"))
+    assert ledger.exceeded(rules, now) is None
+    ledger.charge_request(("team:t", "org:o"), 1000, now)
+    assert ledger.exceeded(rules, now) is rules[0]
+    assert ledger.exceeded(rules, ts(2026, 5, 6, 0, 0, 1)) is None  # the next day
+    ledger.pulled({}, now)  # the store knows nothing of it: the unwritten spend stays
+    assert ledger.exceeded(rules, now) is rules[0]
+    ledger.pulled({("org:o", "month", int(ts(2026, 5, 1))): 9000}, now)
+    assert ledger.exceeded(rules, now) is rules[0]
+    deltas = spend_deltas(["team:t", "org:o"], 1000, now)
+    ledger.written(deltas)
+    assert ledger.spent("org:o", "month", now) == 10_000
+    fresh = BudgetLedger()
+    assert fresh.exceeded(rules, now) is None
+    fresh.pulled({("org:o", "month", int(ts(2026, 5, 1))): 5000}, now)
+    assert fresh.exceeded(rules, now) is rules[1]

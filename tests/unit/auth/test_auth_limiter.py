@@ -144,6 +144,37 @@ def test_a_gateway_late_with_its_exchanges_is_bet_on_for_all_its_silence() -> No
     assert 100 - 4 <= admitted <= 100 + 1
 
 
+def test_take_admits_exactly_the_limit_spending_allowances() -> None:
+    counters = SharedCounters()
+    rpm, tpm = LimitRule("project:p", 100, "project"), LimitRule("project:p", 10_000, "project")
+    admitted = sum(counters.take(rpm, tpm, 30, T0 + i * 0.01) is not None for i in range(300))
+    assert admitted == 100
+    assert counters.counted("project:p", T0 + 3) == (100, 3000)
+
+
+def test_an_allowance_does_not_outlive_an_exchange_that_brings_others_counts() -> None:
+    # b admits 60 of 100 unseen by a; once a has exchanged, its allowance (granted when
+    # it saw nothing) must not let it past the 40 left.
+    store = FakeStore()
+    a, b = SharedCounters(), SharedCounters()
+    rule = LimitRule("project:p", 100, "project")
+    assert a.take(rule, None, 0, T0) is not None
+    for i in range(60):
+        assert b.take(rule, None, 0, T0 + 0.001 * i) is not None
+    store.exchange("b", b, T0 + 0.1, 2)
+    store.exchange("a", a, T0 + 0.1, 2)
+    admitted_after = sum(a.take(rule, None, 0, T0 + 0.2 + 0.001 * i) is not None for i in range(100))
+    assert 1 + 60 + admitted_after <= 100 + 1  # at most one over: the first after an exchange
+
+
+def test_a_correction_takes_back_the_allowance() -> None:
+    counters = SharedCounters()
+    tpm = LimitRule("team:t", 1000, "team")
+    assert counters.take(None, tpm, 100, T0) is not None
+    counters.add("team:t", 0, 850, T0 + 1)  # the answer was far longer than estimated
+    assert counters.take(None, tpm, 100, T0 + 2) is None
+
+
 @pytest.mark.parametrize("gateways", [1, 3])
 def test_take_judges_and_counts_as_judge_and_add_do(gateways: int) -> None:
     """Admission's one-pass path against the rules it stands for, limits shared by
@@ -161,8 +192,12 @@ def test_take_judges_and_counts_as_judge_and_add_do(gateways: int) -> None:
         verdicts = [slow.judge(requests_rule, REQUESTS, 1, now), slow.judge(tpm, TOKENS, cost, now)]
         assert (taken is not None) == all(v.allowed for v in verdicts)
         if taken is not None:
-            assert taken.requests == (verdicts[0].estimate, verdicts[0].reset_after)
-            assert taken.tokens == (verdicts[1].estimate, verdicts[1].reset_after)
+            # Paid from an allowance, the estimate is the one the allowance stands for:
+            # never below the full judgement's.
+            for fit, verdict in zip((taken.requests, taken.tokens), verdicts, strict=True):
+                assert fit is not None
+                assert fit[0] >= verdict.estimate - 1e-6
+                assert fit[1] == pytest.approx(verdict.reset_after)
             slow.add(requests_rule.scope, 1, 0, now)
             slow.add(tpm.scope, 0, cost, now)
     for scope in ("project:p", "key:k"):
