@@ -34,18 +34,27 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from llmgw.auth.budgets import BudgetLedger
-from llmgw.auth.usage import UsageWriter
+from llmgw.auth.budgets import BudgetLedger, day_of, spread_spend
+from llmgw.auth.usage import UsageChunk, UsageWriter
 from llmgw.store import Store, UsageRow
 from llmgw.store.engine import create_engine
+from llmgw.store.usage import five_minute_sums
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+SCOPES = ("project:p", "team:t", "org:o")
 
 
 def row(i: int) -> UsageRow:
     return UsageRow(
         ts=time.time(),
         request_id=f"bench-{i}",
+        key_id=f"key{i % 50:05d}",  # 50 keys over 10 projects in 3 teams, 4 models
+        user_id=None,
+        project_id=f"project-{i % 50 % 10}",
+        team_id=f"team-{i % 50 % 10 % 3}",
+        org_id="org",
         model=f"model-{i % 4}",
         replica=f"replica-{i % 8}",
         status=200,
@@ -54,14 +63,18 @@ def row(i: int) -> UsageRow:
         completion_tokens=128,
         cost_micros=640,
         queue_s=0.002,
-        duration_s=0.8,
         ttft_s=0.05,
-        key_id=f"key{i % 50:05d}",  # 50 keys over 10 projects in 3 teams, 4 models
-        project_id=f"project-{i % 50 % 10}",
-        team_id=f"team-{i % 50 % 10 % 3}",
-        org_id="org",
-        tags={"run": "bench"},
+        duration_s=0.8,
+        tags='{"run":"bench"}',
     )
+
+
+def handed_over(i: int) -> UsageChunk:
+    """One record as its own hand-over (the gate hands over each drained batch as one):
+    the writer's worst case."""
+    record = row(i)
+    spend = spread_spend({(SCOPES, day_of(record.ts)): record.cost_micros})
+    return UsageChunk([record], five_minute_sums([record]), spend, {})
 
 
 def lanes(store: Store) -> int:
@@ -76,7 +89,7 @@ async def burst(store: Store, count: int, batch: int) -> float:
     task = asyncio.create_task(writer.run())
     started = time.perf_counter()
     for i in range(count):
-        writer.offer(row(i), ("project:p", "team:t", "org:o"))
+        writer.offer(handed_over(i))
     await writer.settle(600)
     elapsed = time.perf_counter() - started
     task.cancel()
@@ -116,7 +129,7 @@ async def steady(store: Store, rate: int, seconds: float, batch: int, stall: flo
         # Hand over what is owed by now, so a late tick catches up instead of lowering the rate.
         while handed < rate * elapsed:
             t0 = time.perf_counter()
-            writer.offer(row(handed), ("project:p", "team:t", "org:o"))
+            writer.offer(handed_over(handed))
             offers.append(time.perf_counter() - t0)
             handed += 1
         most_waiting = max(most_waiting, writer.pending)

@@ -69,37 +69,37 @@ def _periods_of_day(day: int) -> Mapping[str, int]:
     return {period: period_start(period, noon) for period in PERIODS}
 
 
-@functools.lru_cache(maxsize=1024)
-def _spend_keys(scopes: tuple[str, ...], day: int) -> tuple[SpendKey, ...]:
-    """The ledger keys a cost on `day` is added to: each scope in each period. The same
-    few payers pay all day, so the keys are made once rather than per request."""
-    return tuple((scope, period, start) for period, start in _periods_of_day(day).items() for scope in scopes)
-
-
-def spend_deltas(scopes: Iterable[str], cost_micros: int, ts: float) -> dict[SpendKey, int]:
-    """What one request adds to the ledger: its cost, for each scope and period."""
-    if cost_micros <= 0:
-        return {}
-    periods = _periods_of_day(int(ts // _DAY_S))
-    return {(scope, period, start): cost_micros for scope in scopes for period, start in periods.items()}
+PayerDay = tuple[tuple[str, ...], int]
+"""Whoever pays (their spend scopes) and the day (UNIX days) a cost falls on."""
 
 
 def aggregate_spend(items: Iterable[tuple[tuple[str, ...], float, int]]) -> dict[SpendKey, int]:
     """What many requests add to the ledger, from (scopes, time, cost) each: summed per
     scopes and day first, so a batch costs a few dictionary updates per distinct payer
     rather than six per request."""
-    by_day: dict[tuple[tuple[str, ...], int], int] = {}
+    by_payer: dict[PayerDay, int] = {}
     for scopes, ts, cost in items:
         if cost > 0 and scopes:
             key = (scopes, int(ts // _DAY_S))
-            by_day[key] = by_day.get(key, 0) + cost
+            by_payer[key] = by_payer.get(key, 0) + cost
+    return spread_spend(by_payer)
+
+
+def spread_spend(by_payer: Mapping[PayerDay, int]) -> dict[SpendKey, int]:
+    """Costs summed per payer and day, as the ledger keeps them: each of the payer's
+    scopes, in the day and the month."""
     out: dict[SpendKey, int] = {}
-    for (scopes, day), cost in by_day.items():
+    for (scopes, day), cost in by_payer.items():
         for period, start in _periods_of_day(day).items():
             for scope in scopes:
                 spend_key = (scope, period, start)
                 out[spend_key] = out.get(spend_key, 0) + cost
     return out
+
+
+def day_of(ts: float) -> int:
+    """The UNIX day `ts` falls on, as `PayerDay` counts them."""
+    return int(ts // _DAY_S)
 
 
 class BudgetLedger:
@@ -144,16 +144,6 @@ class BudgetLedger:
         self._verdicts.clear()
         for key, cost in deltas.items():
             self._unwritten[key] = self._unwritten.get(key, 0) + cost
-
-    def charge_request(self, scopes: tuple[str, ...], cost_micros: int, ts: float) -> None:
-        """`charge(spend_deltas(scopes, cost_micros, ts))`, without the dictionary in
-        between: it runs on every request of a principal with budgets."""
-        if cost_micros <= 0:
-            return
-        self._verdicts.clear()
-        unwritten = self._unwritten
-        for key in _spend_keys(scopes, int(ts // _DAY_S)):
-            unwritten[key] = unwritten.get(key, 0) + cost_micros
 
     def written(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend now in the store: known from here on, until the next pull says more."""

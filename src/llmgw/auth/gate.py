@@ -35,18 +35,19 @@ from datetime import UTC, datetime
 from typing import NoReturn
 
 from llmgw.auth import windows
-from llmgw.auth.budgets import BudgetLedger, aggregate_spend, current_periods, period_end
+from llmgw.auth.budgets import BudgetLedger, PayerDay, current_periods, day_of, period_end, spread_spend
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
 from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Taken, Verdict
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
-from llmgw.auth.principal import Principal
-from llmgw.auth.usage import Queued, UsageEvent, UsageWriter, cost_micros, usage_row
+from llmgw.auth.principal import NO_IDENTITY, Principal
+from llmgw.auth.usage import UsageChunk, UsageEvent, UsageWriter, cost_micros, usage_row
 from llmgw.config import Settings
 from llmgw.config.auth import Price
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
 from llmgw.store.rows import SCOPE_KINDS, Scope
+from llmgw.store.usage import add_to_sums, bucket_of
 
 log = logging.getLogger(__name__)
 
@@ -397,17 +398,20 @@ class AuthGate:
 
     def record_many(self, events: Sequence[UsageEvent]) -> None:
         """Accounts finished requests: replaces the token estimates counted at admission
-        by the real counts, charges budgets, counts metrics, and queues the records.
-        Never blocks; a full buffer drops records and counts them. The gateway hands
-        over everything its usage sink drained at once, so corrections and charges are
-        summed per payer and applied once per batch, not once per request."""
+        by the real counts, charges budgets, counts metrics, and queues the records with
+        their five-minute sums and spend (one `UsageChunk`). Never blocks; a full buffer
+        drops records and counts them. The gateway hands over everything its usage sink
+        drained at once, so corrections and charges are summed per payer and applied
+        once per batch, not once per request."""
         price_of = self._auth.price
         prices: dict[str, Price] = {}
         counted = self.metrics.counted
         level = self.metrics.level
         corrections: dict[str, tuple[int, float]] = {}
-        charges: list[tuple[tuple[str, ...], float, int]] = []
-        queued: list[Queued] = []
+        spend: dict[PayerDay, int] = {}
+        charged: dict[PayerDay, int] = {}
+        chunk = UsageChunk()
+        rows, sums = chunk.rows, chunk.sums
         for usage in events:
             price = prices.get(usage.model)
             if price is None:
@@ -416,8 +420,7 @@ class AuthGate:
             cost = cost_micros(price, prompt, completion)
             principal = usage.principal
             tenant: str | None = None
-            scopes: tuple[str, ...] = ()
-            charged = False
+            identity = NO_IDENTITY
             if principal is not None:
                 tpm = principal.tpm
                 if tpm is not None:
@@ -426,18 +429,24 @@ class AuthGate:
                         sum_so_far = corrections.get(tpm.scope, (0, 0.0))[0]
                         corrections[tpm.scope] = (sum_so_far + correction, usage.finished_at)
                 tenant = principal.tenant(level)
-                scopes = principal.spend_scopes
-                # Only a principal with budgets needs its spend counted before the store has it.
-                charged = cost > 0 and bool(scopes) and bool(principal.budgets)
-                if charged:
-                    charges.append((scopes, usage.finished_at, cost))
+                identity = principal.sum_identity
+                if cost > 0 and principal.spend_scopes:
+                    payer = (principal.spend_scopes, day_of(usage.finished_at))
+                    spend[payer] = spend.get(payer, 0) + cost
+                    # Only a principal with budgets needs its spend counted before the store has it.
+                    if principal.budgets:
+                        charged[payer] = charged.get(payer, 0) + cost
             counted(tenant, usage.model, usage.status, prompt, completion, usage.tags)
-            queued.append((usage_row(usage, cost), scopes, charged))
+            rows.append(usage_row(usage, cost))
+            key = (bucket_of(usage.finished_at), *identity, usage.model)
+            add_to_sums(sums, key, usage.status, prompt, completion, cost)
         for scope, (tokens, at) in corrections.items():
             self.counters.add(scope, 0, tokens, at)
-        if charges:
-            self.ledger.charge(aggregate_spend(charges))
-        self.writer.offer_many(queued)
+        chunk.spend = spread_spend(spend)
+        chunk.charged = chunk.spend if charged == spend else spread_spend(charged)
+        if chunk.charged:
+            self.ledger.charge(chunk.charged)
+        self.writer.offer(chunk)
 
     def _pipeline_state(self) -> PipelineState:
         counts = self.writer.counts

@@ -4,13 +4,15 @@ models, admission band), so each request costs dictionary lookups only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from llmgw.auth.budgets import BudgetRule
 from llmgw.auth.limiter import LimitRule
 
 TENANT_LEVELS: tuple[str, ...] = ("org", "team", "project")
+NO_IDENTITY: tuple[str, str, str, str, str] = ("", "", "", "", "")
+"""The usage sums' identity of a record charged to nobody."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,13 @@ class Principal:
     """Each level's allowed models, for the levels that restrict them."""
     spend_scopes: tuple[str, ...]
     """The ledger scopes a request's cost is charged to (`spend_scopes_of`)."""
+    sum_identity: tuple[str, str, str, str, str] = field(init=False, compare=False)
+    """Org, team, project, user and key as the usage sums key them (the empty string
+    for none): made once, since every answered request is summed by it."""
+
+    def __post_init__(self) -> None:
+        parents = (self.org_id or "", self.team_id or "", self.project_id or "", self.user_id or "")
+        object.__setattr__(self, "sum_identity", (*parents, self.key_id))
 
     def tenant(self, level: str) -> str | None:
         """The label value of per-tenant metrics at `level` (org, team or project);

@@ -1,12 +1,14 @@
 """Usage accounting off the request path: the event the gateway hands over per answered
 request, and the bounded buffer a background task writes to the store in batches.
 
-`record` on the request path only appends to a deque; when the deque holds
-`buffer_size` events the new one is dropped and counted, because a store that stalls
-must cost accounting, never requests. The writer takes up to `batch_size` events every
-`flush_interval` (sooner when a batch is full) and writes the records, their
-five-minute sums and their spend in one transaction; a batch the store refused goes
-back to the front of the buffer, as far as there is room, and is tried again.
+The gate turns each hand-over of events into one `UsageChunk`: the records, and what
+they add to the five-minute sums and the spend ledger. Queuing a chunk only appends it
+to a deque; when the buffer holds `buffer_size` records a chunk that does not fit is
+dropped whole and its records counted, because a store that stalls must cost
+accounting, never requests. The writer takes whole chunks, about `batch_size` records,
+every `flush_interval` (sooner when a batch is full) and writes the records, their
+sums and their spend in one transaction; a batch the store refused goes back to the
+front of the buffer, as far as there is room, and is tried again.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.auth.budgets import BudgetLedger, SpendKey, aggregate_spend
+import orjson
+
+from llmgw.auth.budgets import BudgetLedger, SpendKey
 from llmgw.auth.principal import Principal
 from llmgw.config.auth import Price
 from llmgw.errors import StoreError
 from llmgw.store.rows import UsageRow
-from llmgw.store.usage import UsageRepo
+from llmgw.store.usage import Sums, UsageRepo, merge_sums
 
 log = logging.getLogger(__name__)
 
@@ -161,29 +165,45 @@ def cost_micros(price: Price, prompt_tokens: int, completion_tokens: int) -> int
 def usage_row(event: UsageEvent, cost: int) -> UsageRow:
     p = event.principal
     return UsageRow(
-        ts=event.finished_at,
-        request_id=event.request_id,
-        model=event.model,
-        replica=event.replica,
-        status=event.status,
-        stream=event.stream,
-        prompt_tokens=event.prompt_tokens,
-        completion_tokens=event.completion_tokens,
-        cost_micros=cost,
-        queue_s=event.queue_s,
-        duration_s=event.duration_s,
-        ttft_s=event.ttft_s,
-        key_id=p.key_id if p else None,
-        user_id=p.user_id if p else None,
-        project_id=p.project_id if p else None,
-        team_id=p.team_id if p else None,
-        org_id=p.org_id if p else None,
-        tags=event.tags,
+        event.finished_at,
+        event.request_id,
+        p.key_id if p else None,
+        p.user_id if p else None,
+        p.project_id if p else None,
+        p.team_id if p else None,
+        p.org_id if p else None,
+        event.model,
+        event.replica,
+        event.status,
+        event.stream,
+        event.prompt_tokens,
+        event.completion_tokens,
+        cost,
+        event.queue_s,
+        event.ttft_s,
+        event.duration_s,
+        orjson.dumps(event.tags).decode() if event.tags else None,
     )
 
 
-Queued = tuple[UsageRow, tuple[str, ...], bool]
-"""A record waiting, the scopes its cost is charged to, and whether budgets saw it."""
+@dataclass(slots=True)
+class UsageChunk:
+    """Records handed over together, with what they add to the five-minute sums and to
+    the spend ledger, worked out as the records were made: the writer only merges
+    chunks, never walks their records again. Queued, written and dropped whole."""
+
+    rows: list[UsageRow] = field(default_factory=list)
+    sums: Sums = field(default_factory=dict)
+    spend: dict[SpendKey, int] = field(default_factory=dict)
+    charged: dict[SpendKey, int] = field(default_factory=dict)
+    """The part of `spend` this gateway's ledger already counts (payers with budgets)."""
+
+    def merge(self, other: UsageChunk) -> None:
+        self.rows.extend(other.rows)
+        merge_sums(self.sums, other.sums)
+        for target, more in ((self.spend, other.spend), (self.charged, other.charged)):
+            for key, cost in more.items():
+                target[key] = target.get(key, 0) + cost
 
 
 @dataclass(slots=True)
@@ -215,19 +235,20 @@ class UsageWriter:
         self._flush_interval = flush_interval
         self._concurrency = max(1, concurrency)
         self._clock = clock
-        self._buffer: deque[Queued] = deque()
+        self._buffer: deque[UsageChunk] = deque()
+        self._buffered = 0  # records in the buffer's chunks
         self._full = asyncio.Event()
         self._writing = 0
         self.counts = WriterCounts()
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return self._buffered
 
     @property
     def pending(self) -> int:
         """Records not yet in the store: waiting, or in a write under way."""
-        return len(self._buffer) + self._writing
+        return self._buffered + self._writing
 
     async def settle(self, timeout: float) -> None:
         """Waits until nothing is pending (for tests and a clean stop); TimeoutError after
@@ -238,64 +259,63 @@ class UsageWriter:
                     self._full.set()
                 await asyncio.sleep(0.005)
 
-    def offer(self, row: UsageRow, scopes: tuple[str, ...], *, charge: bool = True) -> bool:
-        """Queues a record, its cost to be added to `scopes`' spend; never blocks. With
-        `charge` (the caller has budgets to keep) the cost counts for budgets here at
-        once, even when the record cannot be kept. False when it was dropped."""
-        charged = charge and row.cost_micros > 0 and bool(scopes)
-        if charged:
-            self._ledger.charge_request(scopes, row.cost_micros, row.ts)
-        return self.offer_many(((row, scopes, charged),)) == 1
-
-    def offer_many(self, items: Sequence[Queued]) -> int:
-        """Queues records whose spend the caller has already charged to the ledger where
-        their flag says so; never blocks. Returns how many were kept: those past
-        `buffer_size` are dropped and counted."""
-        room = self._buffer_size - len(self._buffer)
-        kept = items if len(items) <= room else items[: max(room, 0)]
-        self.counts.dropped += len(items) - len(kept)
-        self._buffer.extend(kept)
-        if len(self._buffer) >= self._batch_size:
+    def offer(self, chunk: UsageChunk) -> bool:
+        """Queues a chunk whose spend the caller has already charged to the ledger as its
+        `charged` says; never blocks. A chunk with no room left for all of its records
+        is dropped whole and its records counted: False."""
+        size = len(chunk.rows)
+        if not size:
+            return True
+        if self._buffered + size > self._buffer_size:
+            self.counts.dropped += size
+            return False
+        self._buffer.append(chunk)
+        self._buffered += size
+        if self._buffered >= self._batch_size:
             self._full.set()
-        return len(kept)
+        return True
 
     async def flush(self) -> int:
-        """Writes one batch; returns how many records (0 when empty). On `StoreError`
-        (or cancellation) the batch is put back first."""
+        """Writes one batch: whole chunks, up to `batch_size` records (or one chunk
+        larger than that); returns how many records (0 when empty). On `StoreError` (or
+        cancellation) the chunks are put back first."""
         if not self._buffer:
             return 0
-        batch = [self._buffer.popleft() for _ in range(min(self._batch_size, len(self._buffer)))]
-        spend = aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, _ in batch)
-        charged = self._charged_share(batch, spend)
-        self._writing += len(batch)
+        taken = [self._buffer.popleft()]
+        size = len(taken[0].rows)
+        while self._buffer and size + len(self._buffer[0].rows) <= self._batch_size:
+            chunk = self._buffer.popleft()
+            taken.append(chunk)
+            size += len(chunk.rows)
+        self._buffered -= size
+        batch = UsageChunk()
+        for chunk in taken:
+            batch.merge(chunk)
+        self._writing += size
         try:
-            await self._repo.write_batch([row for row, _, _ in batch], spend)
+            await self._repo.write_batch(batch.rows, batch.sums, batch.spend)
         except BaseException:  # a refused write, or a stop in the middle of one
-            self._requeue(batch)
+            self._requeue(taken)
             raise
         finally:
-            self._writing -= len(batch)
-        self._ledger.written(charged)
-        self.counts.written += len(batch)
+            self._writing -= size
+        self._ledger.written(batch.charged)
+        self.counts.written += size
         self.counts.batches += 1
-        return len(batch)
+        return size
 
-    @staticmethod
-    def _charged_share(batch: list[Queued], spend: dict[SpendKey, int]) -> dict[SpendKey, int]:
-        """The part of a batch's spend the ledger already counted (`offer` with `charge`).
-        Nearly always every record of a batch was charged (budgets everywhere) or none
-        was, and then it is all or nothing, without summing the batch a second time."""
-        flags = {charged for _, _, charged in batch}
-        if flags == {True}:
-            return spend
-        if True not in flags:
-            return {}
-        return aggregate_spend((scopes, row.ts, row.cost_micros) for row, scopes, c in batch if c)
-
-    def _requeue(self, batch: list[Queued]) -> None:
-        room = max(self._buffer_size - len(self._buffer), 0)
-        kept = batch[:room]
-        self.counts.dropped += len(batch) - len(kept)
+    def _requeue(self, chunks: list[UsageChunk]) -> None:
+        """Puts chunks back at the front, as far as the buffer has room for them whole."""
+        room = self._buffer_size - self._buffered
+        kept: list[UsageChunk] = []
+        for chunk in chunks:
+            size = len(chunk.rows)
+            if size <= room:
+                kept.append(chunk)
+                room -= size
+                self._buffered += size
+            else:
+                self.counts.dropped += size
         self._buffer.extendleft(reversed(kept))
 
     async def run(self) -> None:
@@ -321,7 +341,7 @@ class UsageWriter:
         once (`concurrency`), so the server's work on one overlaps the encoding of the
         next."""
         while self._buffer:
-            lanes = min(self._concurrency, -(-len(self._buffer) // self._batch_size))
+            lanes = min(self._concurrency, -(-self._buffered // self._batch_size))
             outcomes = await asyncio.gather(*(self.flush() for _ in range(lanes)), return_exceptions=True)
             written: list[int] = []
             for outcome in outcomes:

@@ -177,6 +177,22 @@ def test_a_spent_budget_at_each_scope_is_insufficient_quota(
     asyncio.run(scenario())
 
 
+def test_records_dropped_for_want_of_room_still_count_for_budgets(store_location: str) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store, project={"budget_micros": 3000, "budget_period": "day"})
+            key = await make_key(store, NOW)
+        pricing = {"pricing": {"m1": {"prompt_per_1k": 1000}}}  # 1000 micro-units per request below
+        async with started_gate(store_location, Clock(NOW), buffer_size=2, **pricing) as gate:
+            p = await gate.authenticate(f"Bearer {key}", NOW)
+            gate.record_many([_event(p) for _ in range(3)])  # one hand-over, too large for the buffer
+            assert gate.writer.counts.dropped == 3
+            with pytest.raises(InsufficientQuota):
+                gate.admit(p, "m1", 0, NOW)
+
+    asyncio.run(scenario())
+
+
 def test_no_request_is_refused_by_a_budget_nobody_set(store_location: str) -> None:
     async def scenario() -> None:
         async with opened(store_location) as store:

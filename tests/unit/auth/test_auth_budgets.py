@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from llmgw.auth.budgets import BudgetLedger, BudgetRule, period_end, period_start, spend_deltas
+from llmgw.auth.budgets import (
+    BudgetLedger,
+    BudgetRule,
+    SpendKey,
+    day_of,
+    period_end,
+    period_start,
+    spread_spend,
+)
+
+
+def spend_deltas(scopes: list[str] | tuple[str, ...], cost: int, at: float) -> dict[SpendKey, int]:
+    """What one request of `cost` at `at` adds to the ledger."""
+    return spread_spend({(tuple(scopes), day_of(at)): cost}) if cost > 0 else {}
 
 
 def ts(*parts: int) -> float:
@@ -45,22 +58,20 @@ def test_written_spend_moves_to_known_and_a_pull_replaces_it() -> None:
     assert ledger.spent("team:t", "day", now) == 850
 
 
-def test_free_requests_add_nothing() -> None:
-    assert spend_deltas(["project:p"], 0, 0.0) == {}
-
-
-def test_charging_a_request_is_charging_its_deltas() -> None:
+def test_costs_summed_per_payer_and_day_spread_as_each_request_would() -> None:
     now = ts(2026, 5, 31, 23, 59)
     scopes = ("project:p", "team:t", "org:o")
     one, other = BudgetLedger(), BudgetLedger()
-    for cost, moment in ((7, now), (5, now + 120), (0, now)):  # the second falls in June
+    by_payer: dict[tuple[tuple[str, ...], int], int] = {}
+    for cost, moment in ((7, now), (5, now + 120), (3, now - 60)):  # the second falls in June
         one.charge(spend_deltas(scopes, cost, moment))
-        other.charge_request(scopes, cost, moment)
+        by_payer[(scopes, day_of(moment))] = by_payer.get((scopes, day_of(moment)), 0) + cost
+    other.charge(spread_spend(by_payer))
     for moment in (now, now + 120):
         for scope in scopes:
             for period in ("day", "month"):
                 assert one.spent(scope, period, moment) == other.spent(scope, period, moment)
-    assert other.spent("org:o", "month", now) == 7
+    assert other.spent("org:o", "month", now) == 10
     assert other.spent("org:o", "month", now + 120) == 5
 
 
@@ -71,7 +82,7 @@ def test_a_remembered_verdict_follows_every_change_of_spend() -> None:
     ledger = BudgetLedger()
     rules = (BudgetRule("team:t", 1000, "day", "team"), BudgetRule("org:o", 5000, "month", "org"))
     assert ledger.exceeded(rules, now) is None
-    ledger.charge_request(("team:t", "org:o"), 1000, now)
+    ledger.charge(spend_deltas(("team:t", "org:o"), 1000, now))
     assert ledger.exceeded(rules, now) is rules[0]
     assert ledger.exceeded(rules, ts(2026, 5, 6, 0, 0, 1)) is None  # the next day
     ledger.pulled({}, now)  # the store knows nothing of it: the unwritten spend stays

@@ -1,19 +1,21 @@
-"""The usage buffer: bounded, never blocking, written in batches, a refused batch put
-back; spend charged for budgets either way."""
+"""The usage buffer: bounded, never blocking, written in batches of whole chunks, a
+refused batch put back; the spend budgets already counted moves from unwritten to
+known once written."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Sequence
 
-from llmgw.auth.budgets import BudgetLedger
-from llmgw.auth.usage import UsageWriter, cost_micros
+from llmgw.auth.budgets import BudgetLedger, SpendKey, day_of, spread_spend
+from llmgw.auth.usage import UsageChunk, UsageWriter, cost_micros
 from llmgw.config.auth import Price
 from llmgw.errors import StoreUnavailable
 from llmgw.store.rows import UsageRow
+from llmgw.store.usage import Sums, five_minute_sums
 
 NOW = 1_800_000_000.0
+DAY_START = int(NOW // 86_400) * 86_400
 
 
 class Repo:
@@ -21,49 +23,60 @@ class Repo:
 
     def __init__(self) -> None:
         self.batches: list[int] = []
-        self.spend: dict[tuple[str, str, int], int] = {}
+        self.requests = 0
+        self.spend: dict[SpendKey, int] = {}
         self.down = False
 
-    async def write_batch(self, rows: Sequence[UsageRow], spend: Mapping[tuple[str, str, int], int]) -> None:
+    async def write_batch(self, rows: Sequence[UsageRow], sums: Sums, spend: Mapping[SpendKey, int]) -> None:
         if self.down:
             raise StoreUnavailable("down")
         self.batches.append(len(rows))
+        self.requests += sum(values[0] for values in sums.values())
         for key, cost in spend.items():
             self.spend[key] = self.spend.get(key, 0) + cost
 
 
 def row(i: int, cost: int = 0) -> UsageRow:
-    return UsageRow(NOW, f"r{i}", "m", "rep", 200, False, 1, 1, cost, 0.0, 0.1)
+    return UsageRow(
+        NOW, f"r{i}", "k", None, "p", "t", "o", "m", "rep", 200, False, 1, 1, cost, 0.0, None, 0.1, None
+    )
+
+
+def chunk(rows: list[UsageRow], scopes: tuple[str, ...] = (), *, charged: bool = True) -> UsageChunk:
+    """Records as the gate hands them over: with their sums and spend."""
+    total = sum(r.cost_micros for r in rows)
+    spend = spread_spend({(scopes, day_of(NOW)): total}) if scopes and total else {}
+    return UsageChunk(rows, five_minute_sums(rows), spend, spend if charged else {})
 
 
 def writer(repo: Repo, ledger: BudgetLedger, buffer_size: int = 10) -> UsageWriter:
     return UsageWriter(repo, ledger, batch_size=4, buffer_size=buffer_size, flush_interval=0.01)  # type: ignore[arg-type]
 
 
-def test_overflow_is_dropped_and_counted_without_waiting() -> None:
-    repo, ledger = Repo(), BudgetLedger()
-    w = writer(repo, ledger)
-    started = time.perf_counter()
-    kept = [w.offer(row(i, cost=5), ("project:p",)) for i in range(25)]
-    assert time.perf_counter() - started < 0.05
-    assert kept.count(True) == 10
-    assert w.counts.dropped == 15
-    # Budgets still see the spend of dropped records.
-    assert ledger.spent("project:p", "day", NOW) == 125
+def test_a_chunk_without_room_is_dropped_whole_and_counted() -> None:
+    w = writer(Repo(), BudgetLedger())
+    kept = [w.offer(chunk([row(3 * i), row(3 * i + 1), row(3 * i + 2)])) for i in range(5)]
+    assert kept == [True, True, True, False, False]  # 9 of 10 places taken: no room for 3 more
+    assert (w.buffered, w.counts.dropped) == (9, 6)
+    assert w.offer(chunk([row(99)]))  # one still fits
+    assert w.buffered == 10
 
 
-def test_batches_of_batch_size_and_spend_moves_to_known() -> None:
+def test_batches_take_whole_chunks_and_spend_moves_to_known() -> None:
     async def scenario() -> None:
         repo, ledger = Repo(), BudgetLedger()
-        w = writer(repo, ledger)
-        for i in range(10):
-            w.offer(row(i, cost=3), ("team:t",))
+        w = writer(repo, ledger, buffer_size=20)
+        for sizes in ([0, 1], [2, 3, 4], [5], [6, 7, 8, 9, 10]):
+            c = chunk([row(i, cost=3) for i in sizes], ("team:t",))
+            ledger.charge(c.charged)  # as the gate does before offering
+            w.offer(c)
         while await w.flush():
             pass
-        assert repo.batches == [4, 4, 2]
-        assert w.counts.written == 10
-        assert repo.spend[("team:t", "day", int(NOW // 86400) * 86400)] == 30
-        assert ledger.spent("team:t", "month", NOW) == 30
+        # 2 + 3 > 4 goes alone; 3 + 1 fits; a chunk larger than a batch goes whole.
+        assert repo.batches == [2, 4, 5]
+        assert (w.counts.written, repo.requests) == (11, 11)
+        assert repo.spend[("team:t", "day", DAY_START)] == 33
+        assert ledger.spent("team:t", "month", NOW) == 33  # known now, not counted twice
 
     asyncio.run(scenario())
 
@@ -72,8 +85,8 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
     async def scenario() -> None:
         repo, ledger = Repo(), BudgetLedger()
         w = writer(repo, ledger)
-        for i in range(6):
-            w.offer(row(i), ())
+        for i in range(3):
+            w.offer(chunk([row(2 * i), row(2 * i + 1)]))
         repo.down = True
         task = asyncio.create_task(w.run())
         for _ in range(200):
@@ -99,15 +112,17 @@ def test_cost_is_per_thousand_tokens() -> None:
     assert cost_micros(Price(prompt_per_1k=1000, completion_per_1k=2000), 1500, 500) == 2500
 
 
-def test_a_batch_mixing_charged_and_uncharged_records_moves_only_the_charged_spend() -> None:
+def test_a_batch_mixing_charged_and_uncharged_chunks_moves_only_the_charged_spend() -> None:
     async def scenario() -> None:
         repo, ledger = Repo(), BudgetLedger()
         w = writer(repo, ledger)
         for i in range(4):
-            w.offer(row(i, cost=10), ("team:t",), charge=i % 2 == 0)
+            c = chunk([row(i, cost=10)], ("team:t",), charged=i % 2 == 0)
+            ledger.charge(c.charged)
+            w.offer(c)
         assert ledger.spent("team:t", "day", NOW) == 20
         await w.flush()
-        assert repo.spend[("team:t", "day", int(NOW // 86_400) * 86_400)] == 40
+        assert repo.spend[("team:t", "day", DAY_START)] == 40
         # The charged half moves from unwritten to known, not counted twice; the rest is
         # the store's, for the next pull to bring.
         assert ledger.spent("team:t", "day", NOW) == 20
