@@ -276,14 +276,15 @@ class UsageWriter:
         return True
 
     async def flush(self) -> int:
-        """Writes one batch: whole chunks, up to `batch_size` records (or one chunk
-        larger than that); returns how many records (0 when empty). On `StoreError` (or
-        cancellation) the chunks are put back first."""
+        """Writes one batch: whole chunks, until it holds `batch_size` records or more
+        (a write costs the store a round of statements whatever its size, so a batch
+        is not cut short of the size asked for); returns how many records (0 when
+        empty). On `StoreError` (or cancellation) the chunks are put back first."""
         if not self._buffer:
             return 0
         taken = [self._buffer.popleft()]
         size = len(taken[0].rows)
-        while self._buffer and size + len(self._buffer[0].rows) <= self._batch_size:
+        while self._buffer and size < self._batch_size:
             chunk = self._buffer.popleft()
             taken.append(chunk)
             size += len(chunk.rows)

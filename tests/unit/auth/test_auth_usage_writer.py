@@ -72,8 +72,8 @@ def test_batches_take_whole_chunks_and_spend_moves_to_known() -> None:
             w.offer(c)
         while await w.flush():
             pass
-        # 2 + 3 > 4 goes alone; 3 + 1 fits; a chunk larger than a batch goes whole.
-        assert repo.batches == [2, 4, 5]
+        # Whole chunks until a batch holds 4 or more: 2 + 3, then 1 + 5.
+        assert repo.batches == [5, 6]
         assert (w.counts.written, repo.requests) == (11, 11)
         assert repo.spend[("team:t", "day", DAY_START)] == 33
         assert ledger.spent("team:t", "month", NOW) == 33  # known now, not counted twice
