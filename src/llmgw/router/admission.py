@@ -42,21 +42,30 @@ def saturation(endpoints: Sequence[Endpoint], pending: int, targets: ScoringTarg
     replica is infinitely saturated: nothing can be admitted to it."""
     if not endpoints:
         return float("inf")
-    capacity = sum(e.weight for e in endpoints) * targets.target_inflight
-    inflight = sum(e.inflight for e in endpoints) + pending
-    level = inflight / capacity if capacity > 0 else 0.0
+    # Once per request: one pass over the replicas. The weights keep sum()'s own
+    # addition, so the level is the same float whatever sum() does in a Python version.
+    capacity = sum([e.weight for e in endpoints]) * targets.target_inflight
+    inflight = pending
     best_queue: float | None = None
     best_kv: float | None = None
+    stale_after = targets.stale_after
+    target_waiting = targets.target_waiting
+    kv_ceiling = targets.kv_ceiling
     for e in endpoints:
-        if e.scraped_at is None or now - e.scraped_at > targets.stale_after:
+        inflight += e.inflight
+        scraped_at = e.scraped_at
+        if scraped_at is None or now - scraped_at > stale_after:
             continue  # a stale reading says nothing about now
         load = e.load
-        if load.waiting is not None and targets.target_waiting > 0:
-            queue = load.waiting / targets.target_waiting
-            best_queue = queue if best_queue is None else min(best_queue, queue)
-        if load.kv_usage is not None and targets.kv_ceiling > 0:
-            kv = load.kv_usage / targets.kv_ceiling
-            best_kv = kv if best_kv is None else min(best_kv, kv)
+        if load.waiting is not None and target_waiting > 0:
+            queue = load.waiting / target_waiting
+            if best_queue is None or queue < best_queue:
+                best_queue = queue
+        if load.kv_usage is not None and kv_ceiling > 0:
+            kv = load.kv_usage / kv_ceiling
+            if best_kv is None or kv < best_kv:
+                best_kv = kv
+    level = inflight / capacity if capacity > 0 else 0.0
     return max(level, best_queue or 0.0, best_kv or 0.0)
 
 

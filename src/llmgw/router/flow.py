@@ -35,7 +35,7 @@ from llmgw.router.admission import (
     shed_band,
     unpreemptable,
 )
-from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.metrics import Histogram
 from llmgw.router.scoring import ScoringTargets
 from llmgw.router.slo import SloTracker
@@ -159,8 +159,8 @@ class FlowControl:
     def _held_back(self, model: str, band: BandRule) -> bool:
         return band is not self._top and self._slo.breached(model, self._clock())
 
-    def _level(self, model: str, flow: ModelFlow, band: BandRule) -> float:
-        endpoints = self._endpoints.for_model(model)
+    def _level(self, endpoints: list[Endpoint], flow: ModelFlow, band: BandRule) -> float:
+        """`band`'s saturation over `endpoints`, the model's (looked up once by the caller)."""
         if preemptive(endpoints):
             # Requests admitted but not yet sent count whatever their band: they are sent
             # within this turn of the loop, and counting them stops a burst overshooting.
@@ -176,13 +176,15 @@ class FlowControl:
         """Whether the request may be sent at once (the unloaded case); when not, the
         caller waits with `wait`."""
         self.last_asked[model] = self._clock()
-        if not self._endpoints.for_model(model):
+        endpoints = self._endpoints.for_model(model)
+        if not endpoints:
             return False  # even with admission off: it must wait for a replica to start
         if not self.rules.enabled:
             return True
         flow = self._flow(model)
-        if not flow.queued() and may_admit(
-            band, self._level(model, flow, band), self._held_back(model, band)
+        # any() over the deques is queued() without the count: only emptiness matters.
+        if not any(flow.queues.values()) and may_admit(
+            band, self._level(endpoints, flow, band), self._held_back(model, band)
         ):
             self.counts.add(self.counts.admitted, model, band.name)
             flow.pending += 1
@@ -224,7 +226,8 @@ class FlowControl:
 
     @property
     def _waiting(self) -> bool:
-        return any(flow.queued() for flow in self._models.values())
+        # Asked once per finished request: emptiness only, not a count of every queue.
+        return any(any(flow.queues.values()) for flow in self._models.values())
 
     async def _await_replica(self, model: str, band: BandRule) -> None:
         # Requests waiting for a model to start hold memory like queued ones, so they
@@ -333,6 +336,7 @@ class FlowControl:
         for model, flow in self._models.items():
             if not flow.queued():
                 continue
+            endpoints = self._endpoints.for_model(model)
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
                 while queue and (queue[0].future.done() or now - queue[0].since >= self.rules.queue_ttl):
@@ -350,7 +354,9 @@ class FlowControl:
                     )
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
-                while queue and may_admit(band, self._level(model, flow, band), self._held_back(model, band)):
+                while queue and may_admit(
+                    band, self._level(endpoints, flow, band), self._held_back(model, band)
+                ):
                     waiter = queue.popleft()
                     if waiter.future.done():
                         continue  # its client left in this same turn

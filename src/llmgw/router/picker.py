@@ -86,9 +86,16 @@ class Picker:
         now: float,
     ) -> tuple[Endpoint, str]:
         targets = self._targets
-        scored = [(load_score(e, targets, now), e) for e in candidates]
-        pool = _preferred_tier(scored)
-        best_score, best = self._least(pool)
+        # The pool and its scores are kept as two lists side by side: this runs for every
+        # request, and pairing them up in tuples cost more than the scoring itself.
+        pool: Sequence[Endpoint] = candidates
+        scores = [load_score(e, targets, now) for e in candidates]
+        top = candidates[0].priority
+        for e in candidates:
+            if e.priority != top:
+                pool, scores = _preferred_tier(candidates, scores)
+                break
+        best_score, best = self._least(pool, scores)
         if profile != "chat":
             return best, "load"
         if session:
@@ -96,42 +103,59 @@ class Picker:
             if held_id is not None:
                 # Only within the preferred tier: a conversation that spilled to a lower
                 # tier in a burst goes back up once there is room there.
-                for score, held in pool:
+                for held, score in zip(pool, scores, strict=True):
                     if held.id == held_id:
                         if session_holds(score, best_score, targets.session_load_factor):
                             return held, "session"
                         break
         if walk is not None:
             match = walk.match(now)
-            rules = self._rules
             found = match.by_endpoint
+            if not found:
+                return best, "load"
+            rules = self._rules
             # The thresholds apply to what the candidates hold: a replica left out (tried
             # already, breaker open, lower tier) may hold a longer match that is no use.
-            top = max((found.get(e.id, 0) for _, e in pool), default=0) if found else 0
+            lengths = [found.get(e.id, 0) for e in pool]
+            longest = max(lengths)
             if (
-                top > 0
-                and top >= rules.min_match
-                and top >= rules.match_ratio * len(prompt)
-                and not imbalanced([float(e.inflight) for _, e in pool], rules.balance_abs, rules.balance_rel)
+                longest > 0
+                and longest >= rules.min_match
+                and longest >= rules.match_ratio * len(prompt)
+                and not imbalanced([e.inflight for e in pool], rules.balance_abs, rules.balance_rel)
             ):
-                _, chosen = self._least([(s, e) for s, e in pool if found.get(e.id, 0) == top])
+                holders = lengths.count(longest)
+                if holders == 1:
+                    return pool[lengths.index(longest)], "prefix"
+                if holders < len(lengths):
+                    keep = [i for i, n in enumerate(lengths) if n == longest]
+                    pool, scores = [pool[i] for i in keep], [scores[i] for i in keep]
+                _, chosen = self._least(pool, scores)
                 return chosen, "prefix"
         return best, "load"
 
-    def _least(self, pool: Sequence[tuple[float, Endpoint]]) -> tuple[float, Endpoint]:
-        """The lowest score; ties go round in turn, so equal replicas share the load."""
-        low = min(score for score, _ in pool)
-        tied = [e for score, e in pool if score == low]
-        if len(tied) == 1:
-            return low, tied[0]
+    def _least(self, pool: Sequence[Endpoint], scores: list[float]) -> tuple[float, Endpoint]:
+        """The lowest score (`scores` are `pool`'s, in order); ties go round in turn, so
+        equal replicas share the load."""
+        low = min(scores)
+        ties = scores.count(low)
+        if ties == 1:
+            return low, pool[scores.index(low)]
+        # All equal is the common case on idle replicas: no list to build.
+        tied = (
+            pool if ties == len(pool) else [e for e, score in zip(pool, scores, strict=True) if score == low]
+        )
         self._turn += 1
         return low, tied[self._turn % len(tied)]
 
 
-def _preferred_tier(scored: list[tuple[float, Endpoint]]) -> list[tuple[float, Endpoint]]:
-    """The highest-priority replicas while any of them is below target, else all."""
-    top = max(e.priority for _, e in scored)
-    tier = [(s, e) for s, e in scored if e.priority == top]
-    if len(tier) == len(scored) or any(s < 1.0 for s, _ in tier):
-        return tier
-    return scored
+def _preferred_tier(
+    candidates: Sequence[Endpoint], scores: list[float]
+) -> tuple[Sequence[Endpoint], list[float]]:
+    """The highest-priority replicas while any of them is below target, else all; with
+    their scores."""
+    top = max(e.priority for e in candidates)
+    tier = [i for i, e in enumerate(candidates) if e.priority == top]
+    if len(tier) == len(candidates) or any(scores[i] < 1.0 for i in tier):
+        return [candidates[i] for i in tier], [scores[i] for i in tier]
+    return candidates, scores

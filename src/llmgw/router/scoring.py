@@ -44,13 +44,16 @@ def kv_term(kv_usage: float, ceiling: float) -> float:
 
 def load_score(endpoint: Endpoint, targets: ScoringTargets, now: float) -> float:
     """The replica's load against the targets, per unit of weight."""
+    target_inflight = targets.target_inflight
+    score = endpoint.inflight / target_inflight if target_inflight > 0 else 0.0
+    scraped_at = endpoint.scraped_at
+    if scraped_at is None or not now - scraped_at <= targets.stale_after:
+        return (score + 1.0) / endpoint.weight
     load = endpoint.load
-    fresh = endpoint.scraped_at is not None and now - endpoint.scraped_at <= targets.stale_after
-    score = endpoint.inflight / targets.target_inflight if targets.target_inflight > 0 else 0.0
-    if fresh and load.waiting is not None:
-        score += load.waiting / targets.target_waiting if targets.target_waiting > 0 else 0.0
-    elif not fresh:
-        score += 1.0
-    if fresh and load.kv_usage is not None:
-        score += kv_term(load.kv_usage, targets.kv_ceiling)
+    waiting = load.waiting
+    if waiting is not None:
+        score += waiting / targets.target_waiting if targets.target_waiting > 0 else 0.0
+    kv_usage = load.kv_usage
+    if kv_usage is not None:
+        score += kv_term(kv_usage, targets.kv_ceiling)
     return score / endpoint.weight

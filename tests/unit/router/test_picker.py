@@ -182,6 +182,17 @@ def test_priority_tiers(profile: str, setup: list[tuple[str, int, int]], expecte
     assert World().pick(candidates, profile=profile) == (expected, "load")
 
 
+def test_ties_within_the_preferred_tier_take_turns() -> None:
+    world = World()
+    candidates = [
+        replica("hi1", priority=1, inflight=1),
+        replica("lo"),
+        replica("hi2", priority=1, inflight=1),
+    ]
+    ids = [world.pick(candidates, prompt="", profile="least_load")[0] for _ in range(4)]
+    assert Counter(ids) == {"hi1": 2, "hi2": 2}
+
+
 def test_an_unscraped_higher_tier_counts_as_at_target() -> None:
     candidates = [replica("hi", priority=1, scraped_at=None), replica("lo")]
     assert World().pick(candidates) == ("lo", "load")
@@ -317,6 +328,17 @@ def test_among_equal_holders_the_least_loaded_wins() -> None:
     world.served(PROMPT, "b")
     candidates = [replica("a", inflight=3), replica("b", inflight=1), replica("c")]
     assert world.pick(candidates, prompt=FOLLOW_UP) == ("b", "prefix")
+
+
+@pytest.mark.parametrize("others", [0, 1], ids=["every-candidate-holds-it", "one-holds-nothing"])
+def test_equal_holders_equally_loaded_take_turns(others: int) -> None:
+    world = World()
+    for rid in ("a", "b", "c"):
+        world.served(PROMPT, rid)
+    candidates = [replica("a"), replica("b"), replica("c")] + [replica(f"x{i}") for i in range(others)]
+    picks = [world.pick(candidates, prompt=PROMPT) for _ in range(6)]
+    assert {why for _, why in picks} == {"prefix"}
+    assert Counter(rid for rid, _ in picks) == {"a": 2, "b": 2, "c": 2}
 
 
 def test_prefix_routing_stays_within_the_preferred_tier() -> None:
