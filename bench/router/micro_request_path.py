@@ -110,7 +110,7 @@ class FakeProto:
     def response_bytes(self, status: int, headers: Any, body: bytes) -> None:
         assert status == 200, body
 
-    def response_stream(self, status: int, headers: Any) -> FakeTransport:
+    def response_stream(self, status: int, headers: Any, first: bytes = b"") -> FakeTransport:
         return FakeTransport()
 
 

@@ -216,8 +216,10 @@ class Dispatcher:
         # The response ends when the handler returns; _pump holds no caught exception in
         # a local all the same, which would tie its frame (and the transport, and the
         # request's objects) into a cycle until the collector ran.
+        # What came with the replica's head goes out with the client's.
+        first = relay.feed(stream.first)
         status = await self._pump(
-            proto.response_stream(200, headers), stream, relay, endpoint, target, started
+            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started
         )
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
@@ -255,9 +257,6 @@ class Dispatcher:
         deadline = loop.time() + (started + total - self._clock())
         idle = self._limits.idle
         try:
-            out = relay.feed(stream.first)
-            if out:
-                await transport.send_bytes(out)
             while True:
                 now = loop.time()
                 if now + idle < deadline:

@@ -68,9 +68,12 @@ class HTTPProtocol(Protocol):
         """The whole response at once."""
         ...
 
-    def response_stream(self, status: int, headers: list[tuple[str, str]], /) -> StreamTransport:
+    def response_stream(
+        self, status: int, headers: list[tuple[str, str]], first: bytes = b"", /
+    ) -> StreamTransport:
         """Starts a response whose body follows through the returned transport; it ends
-        when the application's handler returns."""
+        when the application's handler returns. `first` is the beginning of the body
+        when it is already at hand: it goes out with the head, in one write."""
         ...
 
     async def client_disconnect(self) -> None:

@@ -138,14 +138,21 @@ class ChunkedStream:
         self._chunked = chunked and not silent
         self._silent = silent
 
+    def framed(self, data: bytes) -> bytes:
+        """`data` as it goes on the wire: a chunk, the bytes themselves (HTTP/1.0), or
+        nothing (a HEAD request, or no data: an empty chunk would end the body)."""
+        if not data or self._silent:
+            return b""
+        return _frame(data) if self._chunked else data
+
     async def send_bytes(self, data: bytes) -> None:
         wire = self._wire
         if wire.closed:
             raise ProtocolClosed("the client closed the connection")
-        if not data or self._silent:
-            return  # an empty chunk would end the body
-        wire.write(_frame(data) if self._chunked else data)
-        await wire.drain()
+        framed = self.framed(data)
+        if framed:
+            wire.write(framed)
+            await wire.drain()
 
     def end(self) -> None:
         if self._chunked and not self._wire.closed:
@@ -275,15 +282,21 @@ class Exchange:
         )
         self._wire.write(head if self.head_only or not body else head + body)
 
-    def response_stream(self, status: int, headers: list[tuple[str, str]]) -> ChunkedStream:
+    def response_stream(
+        self, status: int, headers: list[tuple[str, str]], first: bytes = b""
+    ) -> ChunkedStream:
         self._start()
         # HTTP/1.0 has no chunked encoding: the body ends where the connection does.
         chunked = not self.http10
         if not chunked:
             self.keep_alive = False
         framing = "transfer-encoding: chunked\r\n" if chunked else ""
-        self._wire.write(response_head(status, headers, framing, self._date.line(), not self.keep_alive))
+        head = response_head(status, headers, framing, self._date.line(), not self.keep_alive)
         self.stream = ChunkedStream(self._wire, chunked=chunked, silent=self.head_only)
+        # One write for the head and what of the body is here already: a write is a system
+        # call and a segment for the client to wake up for (at concurrency 1, a stream's
+        # head, events and end cost a write each).
+        self._wire.write(head + self.stream.framed(first) if first else head)
         return self.stream
 
     async def client_disconnect(self) -> None:
