@@ -19,11 +19,14 @@ withdraws nothing that still serves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import orjson
 
 from llmgw.catalog import Catalog
 from llmgw.config.endpoints import PRIORITY_ENGINES
 from llmgw.control.replicas import ReplicaRecord
+from llmgw.engines.llamacpp import adapter_ids
 from llmgw.router.endpoints import Endpoint, EndpointRegistry, EndpointSpec
 
 
@@ -35,6 +38,23 @@ def routable(record: ReplicaRecord) -> bool:
 SCHEDULING_LABEL = "scheduling_policy"
 """The label a replica started with `--scheduling-policy priority` is published with; a
 follower, which knows replicas only from the store, reads the flag back from it."""
+LORA_LABEL = "lora_ids"
+"""The label a llama-server replica's adapter numbers are published with (a JSON object,
+name to number), for the same reason."""
+
+
+def lora_ids_of(labels: Mapping[str, str]) -> dict[str, int]:
+    """The adapter numbers a stored replica's labels carry; none when absent or unreadable."""
+    raw = labels.get(LORA_LABEL)
+    if not raw:
+        return {}
+    try:
+        decoded = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {str(k): v for k, v in decoded.items() if isinstance(v, int)}
 
 
 def schedules_by_priority(engine: str, args: Sequence[str]) -> bool:
@@ -60,6 +80,12 @@ def replica_spec(record: ReplicaRecord, catalog: Catalog, api_key: str) -> Endpo
     labels = {"node": head.assignment.node_id, "profile": record.profile}
     if priority:
         labels[SCHEDULING_LABEL] = "priority"
+    lora_ids: dict[str, int] = {}
+    if engine == "llamacpp" and model is not None:
+        engine_profile = model.engine_profile(record.profile)
+        lora_ids = adapter_ids(engine_profile) if engine_profile is not None else {}
+    if lora_ids:
+        labels[LORA_LABEL] = orjson.dumps(lora_ids).decode()
     return EndpointSpec(
         id=record.id,
         url=record.url,
@@ -70,6 +96,7 @@ def replica_spec(record: ReplicaRecord, catalog: Catalog, api_key: str) -> Endpo
         pool=record.model,
         labels=labels,
         priority_scheduling=priority,
+        lora_ids=lora_ids,
     )
 
 

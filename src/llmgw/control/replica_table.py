@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.control.lease import LEASE_NAME, LeaseStatus, database_now, lease_record
-from llmgw.control.publish import SCHEDULING_LABEL
+from llmgw.control.publish import SCHEDULING_LABEL, lora_ids_of
 from llmgw.router.endpoints import EndpointSpec
 from llmgw.store import schema
 from llmgw.store.engine import transaction, upsert
@@ -78,6 +78,7 @@ class StoredReplica:
             pool=self.pool,
             labels=dict(self.labels),
             priority_scheduling=self.labels.get(SCHEDULING_LABEL) == "priority",
+            lora_ids=lora_ids_of(self.labels),
         )
 
 

@@ -95,6 +95,12 @@ def _lora_args(profile: EngineProfile, ctx: LaunchContext) -> list[str]:
     return ["--lora", ",".join(paths), "--lora-init-without-apply"]
 
 
+def adapter_ids(profile: EngineProfile) -> dict[str, int]:
+    """Each adapter's number in the server's load order (`--lora` lists them in the
+    profile's order): a request applies one with `lora: [{"id": N, "scale": 1.0}]`."""
+    return {a.name: i for i, a in enumerate(profile.adapters)}
+
+
 def launch(profile: EngineProfile, ctx: LaunchContext, binary: str | None = None) -> Launch:
     """`llama-server` for this profile, on the context's cards or cores."""
     check_context(profile, ctx, needs_gpus=False, spans_nodes=False)
@@ -131,7 +137,7 @@ def launch(profile: EngineProfile, ctx: LaunchContext, binary: str | None = None
         health_path=HEALTH_PATH,
         ready=f"GET {HEALTH_PATH} answers 200 (503 while the model loads)",
         metrics_path=METRICS_PATH,
-        adapter_ids={a.name: i for i, a in enumerate(profile.adapters)},
+        adapter_ids=adapter_ids(profile),
         stop_grace=STOP_GRACE,
         kill_after_grace=True,
         cpu_affinity=ctx.cpu_cores,

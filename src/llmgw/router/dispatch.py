@@ -140,9 +140,11 @@ class Dispatcher:
     ) -> bool:
         """One try; True once the client has been answered. Raises UpstreamError when
         the try failed before anything was sent."""
-        name = endpoint.spec.upstream_model or target.engine_model
-        priority = request.engine_priority if endpoint.spec.priority_scheduling else None
-        body = request.body_for(name, ask_usage=self._inject_usage, priority=priority)
+        spec = endpoint.spec
+        name = spec.upstream_model or target.engine_model
+        priority = request.engine_priority if spec.priority_scheduling else None
+        lora = spec.lora_ids.get(name) if spec.lora_ids else None
+        body = request.body_for(name, ask_usage=self._inject_usage, priority=priority, lora=lora)
         head = request_head(endpoint, request.kind.path, len(body), rid)
         now = self._clock()
         endpoint.inflight += 1

@@ -70,18 +70,25 @@ class ClientRequest:
         """A number of prompt tokens the prompt is certainly not under."""
         return len(self.prompt) // CHARS_PER_TOKEN_CEILING
 
-    def body_for(self, model_name: str | None, *, ask_usage: bool, priority: int | None = None) -> bytes:
+    def body_for(
+        self, model_name: str | None, *, ask_usage: bool, priority: int | None = None, lora: int | None = None
+    ) -> bytes:
         """The body to send a replica: the client's own bytes unless something changes.
 
         `priority` is the engine's request priority for a replica that schedules by it,
         None for one that does not. Either way a client's own `priority` is not passed
         on: the gateway decides it, and an engine without priority scheduling refuses it.
         Priority 0 is the engine's default, so it is left implicit.
+
+        `lora` is the number of the adapter asked for on a llama-server replica, which
+        selects adapters by number, not by name. A client's own `lora` is never passed
+        on: it would reach adapters the caller may not see.
         """
         rename = model_name is not None and model_name != self.model
         add_usage = ask_usage and self.stream and not self.wants_usage
         set_priority = bool(priority) or "priority" in self.body
-        if not rename and not add_usage and not set_priority:
+        set_lora = lora is not None or "lora" in self.body
+        if not rename and not add_usage and not set_priority and not set_lora:
             return self.raw
         body = dict(self.body)
         if rename:
@@ -93,6 +100,10 @@ class ClientRequest:
             body["priority"] = priority
         else:
             body.pop("priority", None)
+        if lora is not None:
+            body["lora"] = [{"id": lora, "scale": 1.0}]
+        else:
+            body.pop("lora", None)
         return orjson.dumps(body)
 
 

@@ -394,3 +394,20 @@ PATH_CASES = [
 @pytest.mark.parametrize(("kind", "path"), PATH_CASES)
 def test_each_kind_is_forwarded_to_its_openai_route(kind: Kind, path: bytes) -> None:
     assert kind.path == path
+
+
+# --- llama-server adapters ---------------------------------------------------------------
+
+
+def test_an_adapter_on_llama_server_is_asked_for_by_its_number() -> None:
+    request = _parsed()
+    sent = orjson.loads(request.body_for("sql", ask_usage=False, lora=1))
+    assert sent == {**request.body, "model": "sql", "lora": [{"id": 1, "scale": 1.0}]}
+
+
+@pytest.mark.parametrize("lora", [None, 0])
+def test_a_clients_own_lora_never_passes(lora: int | None) -> None:
+    # It could name an adapter the caller may not see; the gateway chooses.
+    request = _parsed(lora=[{"id": 3, "scale": 1.0}])
+    sent = orjson.loads(request.body_for(None, ask_usage=False, lora=lora))
+    assert sent.get("lora") == (None if lora is None else [{"id": 0, "scale": 1.0}])
