@@ -11,7 +11,7 @@ crosses the line is let through, since its cost is known only when it ends.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -55,9 +55,14 @@ def period_end(period: str, now: float) -> int:
     return int(begun.replace(month=begun.month + 1).timestamp())
 
 
+def day_of(ts: float) -> int:
+    """The UNIX day `ts` falls on: what the ledger's periods and `PayerDay` count in."""
+    return int(ts // _DAY_S)
+
+
 def current_periods(now: float) -> dict[str, int]:
     """The start of the day and of the month containing `now`."""
-    return dict(_periods_of_day(int(now // _DAY_S)))
+    return dict(_periods_of_day(day_of(now)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -73,18 +78,6 @@ PayerDay = tuple[tuple[str, ...], int]
 """Whoever pays (their spend scopes) and the day (UNIX days) a cost falls on."""
 
 
-def aggregate_spend(items: Iterable[tuple[tuple[str, ...], float, int]]) -> dict[SpendKey, int]:
-    """What many requests add to the ledger, from (scopes, time, cost) each: summed per
-    scopes and day first, so a batch costs a few dictionary updates per distinct payer
-    rather than six per request."""
-    by_payer: dict[PayerDay, int] = {}
-    for scopes, ts, cost in items:
-        if cost > 0 and scopes:
-            key = (scopes, int(ts // _DAY_S))
-            by_payer[key] = by_payer.get(key, 0) + cost
-    return spread_spend(by_payer)
-
-
 def spread_spend(by_payer: Mapping[PayerDay, int]) -> dict[SpendKey, int]:
     """Costs summed per payer and day, as the ledger keeps them: each of the payer's
     scopes, in the day and the month."""
@@ -95,11 +88,6 @@ def spread_spend(by_payer: Mapping[PayerDay, int]) -> dict[SpendKey, int]:
                 spend_key = (scope, period, start)
                 out[spend_key] = out.get(spend_key, 0) + cost
     return out
-
-
-def day_of(ts: float) -> int:
-    """The UNIX day `ts` falls on, as `PayerDay` counts them."""
-    return int(ts // _DAY_S)
 
 
 class BudgetLedger:
@@ -113,14 +101,14 @@ class BudgetLedger:
         self._verdicts: dict[int, tuple[Sequence[BudgetRule], int, BudgetRule | None]] = {}
 
     def spent(self, scope: str, period: str, now: float) -> int:
-        key = (scope, period, _periods_of_day(int(now // _DAY_S))[period])
+        key = (scope, period, _periods_of_day(day_of(now))[period])
         return self._known.get(key, 0) + self._unwritten.get(key, 0)
 
     def exceeded(self, rules: Sequence[BudgetRule], now: float) -> BudgetRule | None:
         """The first budget among `rules` that is spent, or None."""
         if not rules:
             return None
-        day = int(now // _DAY_S)
+        day = day_of(now)
         cached = self._verdicts.get(id(rules))
         if cached is not None and cached[0] is rules and cached[1] == day:
             return cached[2]

@@ -224,17 +224,10 @@ class SharedCounters:
             if tokens_fit is None:
                 return None
         # Counted only once both fit, so a refusal by one rule leaves the other untouched.
-        g = self.gateways
         if requests_entry is not None and rpm is not None and requests_fit is not None:
-            requests_entry.local[REQUESTS] += 1
-            requests_entry.dirty = True
-            requests_entry.allowance[REQUESTS] = (rpm.limit - requests_fit[0] - g) / g
-            requests_entry.allowance_limit[REQUESTS] = rpm.limit
+            self._count(requests_entry, REQUESTS, rpm.limit, 1, requests_fit[0])
         if tokens_entry is not None and tpm is not None and tokens_fit is not None:
-            tokens_entry.local[TOKENS] += tokens
-            tokens_entry.dirty = True
-            tokens_entry.allowance[TOKENS] = (tpm.limit - tokens_fit[0] - g * tokens) / g
-            tokens_entry.allowance_limit[TOKENS] = tpm.limit
+            self._count(tokens_entry, TOKENS, tpm.limit, tokens, tokens_fit[0])
         return Taken(requests_fit, tokens_fit)
 
     def _spend(
@@ -246,24 +239,30 @@ class SharedCounters:
         tokens: int,
         now: float,
     ) -> Taken:
-        """`take` paid from allowances the caller found large enough. An allowance is
-        granted only after something was counted in the window, so the count resets two
-        windows from its start."""
-        g = self.gateways
+        """`take` paid from allowances the caller found large enough: the estimate each
+        stands for is limit − G × what is left. An allowance is granted only after
+        something was counted in the window, so the count resets two windows from its
+        start."""
         requests_fit = tokens_fit = None
         if requests_entry is not None and rpm is not None:
-            left = requests_entry.allowance[REQUESTS]
-            requests_fit = (rpm.limit - g * left, requests_entry.window + 2 * self.window_s - now)
-            requests_entry.allowance[REQUESTS] = left - 1
-            requests_entry.local[REQUESTS] += 1
-            requests_entry.dirty = True
+            requests_fit = self._paid(requests_entry, REQUESTS, rpm.limit, 1, now)
         if tokens_entry is not None and tpm is not None:
-            left = tokens_entry.allowance[TOKENS]
-            tokens_fit = (tpm.limit - g * left, tokens_entry.window + 2 * self.window_s - now)
-            tokens_entry.allowance[TOKENS] = left - tokens
-            tokens_entry.local[TOKENS] += tokens
-            tokens_entry.dirty = True
+            tokens_fit = self._paid(tokens_entry, TOKENS, tpm.limit, tokens, now)
         return Taken(requests_fit, tokens_fit)
+
+    def _paid(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> Fit:
+        """Pays `cost` from the entry's allowance and counts it."""
+        fit = (limit - self.gateways * entry.allowance[dim], entry.window + 2 * self.window_s - now)
+        self._count(entry, dim, limit, cost, fit[0])
+        return fit
+
+    def _count(self, entry: _Entry, dim: Dimension, limit: int, cost: int, estimate: float) -> None:
+        """Counts `cost` let through at `estimate`, and leaves the allowance that is left:
+        (limit − estimate) / G, less the cost."""
+        entry.local[dim] += cost
+        entry.dirty = True
+        entry.allowance[dim] = (limit - estimate) / self.gateways - cost
+        entry.allowance_limit[dim] = limit
 
     def _fit(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> Fit | None:
         """`judge`'s decision for an entry already rolled to `now`'s window: the estimate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.values import NonNegativeFloat
@@ -45,6 +45,10 @@ class Endpoint(Strict):
     """The engine runs with vLLM's `--scheduling-policy priority` (the sim takes the same
     flag): the gateway sends each request's band as the engine's `priority`, and admits a
     band past lower-band work the engine can preempt."""
+    lora_ids: dict[str, int] = Field(default_factory=dict)
+    """llamacpp only: the catalog's adapter names this llama-server serves, each with its
+    number in the server's `--lora` list (from 0); a request for one carries
+    `lora: [{"id": N, "scale": 1.0}]`, since llama-server knows adapters by number."""
 
     @property
     def effective_weight(self) -> float:
@@ -80,6 +84,19 @@ class Endpoint(Strict):
                     "use it with vllm or sim engines, or set it to false",
                 )
             )
+        if self.lora_ids and self.engine != "llamacpp":
+            problems.append(
+                Problem(
+                    ("lora_ids",),
+                    f"is for llamacpp endpoints, and this one's engine is {self.engine or 'vllm'!r}: "
+                    "other engines take the adapter's name, so remove lora_ids",
+                )
+            )
+        for name, number in self.lora_ids.items():
+            if number < 0:
+                problems.append(
+                    Problem(("lora_ids", name), f"is {number}: give the adapter's place in --lora, from 0")
+                )
         refuse("Endpoint", problems)
         return self
 

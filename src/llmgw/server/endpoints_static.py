@@ -74,6 +74,7 @@ def static_specs(settings: Settings) -> list[EndpointSpec]:
             priority=e.priority,
             pool=e.pool,
             priority_scheduling=e.priority_scheduling,
+            lora_ids=dict(e.lora_ids),
         )
         for e in settings.endpoints
     ]

@@ -94,31 +94,29 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
 _RECORD_COLUMNS = UsageRow._fields
 
 
-SQLITE_ROWS_PER_INSERT = 256 if sqlite3.sqlite_version_info >= (3, 32) else 55
-"""Records per INSERT statement on SQLite: 18 columns each, under its limit of 32,766
-parameters a statement (999 before 3.32)."""
-
-
-def _insert_records_sql(paramstyle: str) -> str:
-    """The records' INSERT in the driver's own parameter style, for one record (run
-    once per record by the driver's executemany). Records are the one write per
-    request, so they skip SQLAlchemy's per-row parameter processing, which cost more
-    than the database's own work (bench/auth/usage_writes.py)."""
-    if paramstyle == "qmark":
-        marks = ", ".join("?" for _ in _RECORD_COLUMNS)
-    else:
-        marks = ", ".join(f"${i}" for i in range(1, len(_RECORD_COLUMNS) + 1))
-    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES ({marks})"
+_SQLITE_MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+SQLITE_ROWS_PER_INSERT = min(256, _SQLITE_MAX_PARAMETERS // len(_RECORD_COLUMNS))
+"""Records per INSERT statement on SQLite, within its limit of parameters a statement."""
 
 
 @functools.cache
-def _sqlite_insert_many_sql(rows: int) -> str:
-    """One INSERT of `rows` records on SQLite. The sqlite3 module lets go of the GIL
-    around every statement step, so an executemany of a batch hands the interpreter
-    back and forth with the request path once per record; one statement of many rows
-    does it once (3.9 against 6.1 µs a record, through the gateway's store layer)."""
-    one = "(" + ", ".join("?" for _ in _RECORD_COLUMNS) + ")"
-    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES " + ", ".join([one] * rows)
+def _insert_records_sql(paramstyle: str, rows: int = 1) -> str:
+    """The records' INSERT in the driver's own parameter style. Records are the one
+    write per request, so they skip SQLAlchemy's per-row parameter processing, which
+    cost more than the database's own work (bench/auth/usage_writes.py).
+
+    PostgreSQL takes a batch as one statement run per record (asyncpg's executemany
+    pipelines them). SQLite takes `rows` records a statement: the sqlite3 module lets
+    go of the GIL around every statement step, so an executemany of a batch hands the
+    interpreter back and forth with the request path once per record, and one
+    statement of many rows does it once (3.9 against 6.1 µs a record, through the
+    gateway's store layer)."""
+    if paramstyle == "qmark":
+        values = ", ".join(["(" + ", ".join("?" for _ in _RECORD_COLUMNS) + ")"] * rows)
+    else:
+        assert rows == 1, "numbered parameters take one record a statement"
+        values = "(" + ", ".join(f"${i}" for i in range(1, len(_RECORD_COLUMNS) + 1)) + ")"
+    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES {values}"
 
 
 _SUM_KEYS = ("bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model")
@@ -171,13 +169,12 @@ class UsageRepo:
                 # Usage may lose its last fraction of a second to a server crash; not
                 # waiting for the WAL flush at every batch is worth that.
                 await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            if self._postgres:
                 await conn.exec_driver_sql(self._insert_records, rows)
             else:
                 for start in range(0, len(rows), SQLITE_ROWS_PER_INSERT):
                     part = rows[start : start + SQLITE_ROWS_PER_INSERT]
                     values = tuple(chain.from_iterable(part))
-                    await conn.exec_driver_sql(_sqlite_insert_many_sql(len(part)), values)
+                    await conn.exec_driver_sql(_insert_records_sql("qmark", len(part)), values)
             # Sorted, so concurrent writers lock the same rows in the same order.
             await conn.exec_driver_sql(self._add_sums, sum_rows)
             if spend:

@@ -122,6 +122,18 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
         },
         ("endpoints[0].priority_scheduling:", "vllm or sim"),
     ),
+    ("endpoints.0.lora_ids", {"sql": 0}, ("endpoints[0].lora_ids:", "for llamacpp endpoints")),
+    (
+        "endpoints.0",
+        {
+            "id": "l-1",
+            "url": "http://127.0.0.1:8001",
+            "engine": "llamacpp",
+            "models": ["chat"],
+            "lora_ids": {"sql": -1},
+        },
+        ("endpoints[0].lora_ids.sql:", "from 0"),
+    ),
     ("models.0.profiles.0.gpu_class", "", ("models:", "gpu_class")),
     ("models.0.name", "", ("models[0]:", "no name")),
 ]
