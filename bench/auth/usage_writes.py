@@ -6,8 +6,9 @@ Three phases per store:
           the store: the writer's ceiling in records/s.
   steady  records handed over at a fixed rate (default 5,000/s) for a while, as a busy
           gateway would: records written per second, the most records ever waiting,
-          drops, and the hand-over's cost (`record` on the request path): 99.9th
-          percentile and slowest.
+          drops, and the hand-over's cost (`UsageWriter.offer`, with which
+          `AuthGate.record_many` queues each drained batch): 99.9th percentile and
+          slowest.
   stalled the steady phase again, with the store locked by another session for its
           middle third (SQLite: an exclusive transaction; PostgreSQL: an ACCESS
           EXCLUSIVE lock on the records): hand-overs must not notice, the buffer

@@ -54,6 +54,10 @@ class Directory:
             self._principals.clear()
         return changed
 
+    def cached(self, key_hash: str) -> Principal | None:
+        """The principal already made for a loaded key, without checking its expiry."""
+        return self._principals.get(key_hash)
+
     def forget_key(self, key_id: str) -> None:
         """Drops a key at once (revoked through this gateway's admin API)."""
         for key_hash, key in list(self._keys.items()):

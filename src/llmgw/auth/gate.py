@@ -3,11 +3,12 @@
 The gateway builds one from the settings and an open `Store`, starts it, and then per
 request calls, in order:
 
-    principal = await gate.authenticate(headers.get("authorization"), time.time())
+    principal = gate.known(header, now) or await gate.authenticate(header, now)  # 401
     if not gate.visible(principal, model, adapter_owner): raise NotFound(...)   # 404
-    admission = gate.admit(principal, model, prompt_tokens_estimate, time.time())
+    counted_tokens = gate.admit(principal, prompt_tokens_estimate, now)        # 429
     ... serve, in principal.band ...
-    gate.record(UsageEvent.from_record(record, tokens, principal=principal, ...))
+    ... and, off the request path, for what the usage sink drained:
+    gate.record_many([(record, tokens), ...], time.time() - time.monotonic())
 
 Nothing of that waits on the store, but for a key this gateway has never seen: all
 active keys and the whole tenancy tree are held in memory, loaded at `start` and
@@ -23,31 +24,42 @@ windows and periods are shared by gateways on different machines.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NoReturn
 
+import orjson
+
 from llmgw.auth import windows
-from llmgw.auth.budgets import BudgetLedger, PayerDay, current_periods, day_of, period_end, spread_spend
+from llmgw.auth.budgets import (
+    BudgetLedger,
+    BudgetRule,
+    PayerDay,
+    current_periods,
+    day_of,
+    period_end,
+    spread_spend,
+)
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
-from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Taken, Verdict
+from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
-from llmgw.auth.principal import NO_IDENTITY, Principal
-from llmgw.auth.usage import UsageChunk, UsageEvent, UsageWriter, cost_micros, usage_row
+from llmgw.auth.principal import Principal
+from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
 from llmgw.config.auth import Price
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
-from llmgw.store.rows import SCOPE_KINDS, Scope
-from llmgw.store.usage import add_to_sums, bucket_of
+from llmgw.store.rows import SCOPE_KINDS, Scope, UsageRow
+from llmgw.store.usage import BUCKET_SECONDS, add_to_sums
 
 log = logging.getLogger(__name__)
 
@@ -72,34 +84,6 @@ _INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
 
 Check = tuple[Dimension, LimitRule, int, Verdict]
 """One limit judged for a request: dimension, rule, amount asked, verdict."""
-
-
-@dataclass(slots=True)
-class Admission:
-    """A request let through: what was counted, and (`headers`) OpenAI's x-ratelimit-*
-    headers for the answer. Made on every request, so it keeps the bare judgement and
-    works out the checks and headers only when asked for."""
-
-    principal: Principal
-    model: str
-    counted_tokens: int
-    taken: Taken
-
-    @property
-    def checks(self) -> tuple[Check, ...]:
-        """The limits judged: dimension, rule, amount counted, verdict."""
-        out: list[Check] = []
-        rpm, tpm = self.principal.rpm, self.principal.tpm
-        if rpm is not None and self.taken.requests is not None:
-            out.append((REQUESTS, rpm, 1, Verdict(True, self.taken.requests[0], 0.0, self.taken.requests[1])))
-        if tpm is not None and self.taken.tokens is not None:
-            estimate, reset = self.taken.tokens
-            out.append((TOKENS, tpm, self.counted_tokens, Verdict(True, estimate, 0.0, reset)))
-        return tuple(out)
-
-    @property
-    def headers(self) -> list[tuple[str, str]]:
-        return _headers(self.checks, after=True)
 
 
 class AuthGate:
@@ -261,6 +245,20 @@ class AuthGate:
 
     # --- the request path --------------------------------------------------------------
 
+    def known(self, authorization_header: str | None, now: float) -> Principal | None:
+        """The principal of a key this gateway holds and has used before, unexpired;
+        None for anything else, which `authenticate` then decides. The request path asks
+        this first because it awaits nothing: the usual request pays no coroutine."""
+        if authorization_header is None:
+            return None
+        key_hash = self._hashes.get(authorization_header)
+        if key_hash is None:
+            return None
+        principal = self.directory.cached(key_hash)
+        if principal is None or (principal.expires_at is not None and now >= principal.expires_at):
+            return None
+        return principal
+
     async def authenticate(self, authorization_header: str | None, now: float) -> Principal:
         """The principal behind an `Authorization: Bearer` header, or `Unauthorized`.
         Awaits nothing for a key in memory; a key never seen costs one store read
@@ -353,25 +351,31 @@ class AuthGate:
             return False
         return principal.allows(model_name)
 
-    def admit(self, principal: Principal, model: str, prompt_tokens_estimate: int, now: float) -> Admission:
+    def admit(self, principal: Principal, prompt_tokens_estimate: int, now: float) -> int:
         """Counts the request against its limits, or refuses it: `InsufficientQuota` when
-        a budget is spent, `RateLimitExceeded` when RPM or TPM is reached."""
-        spent = self.ledger.exceeded(principal.budgets, now)
-        if spent is not None:
-            self.metrics.refused(principal.tenant(self.metrics.level), "budget")
-            renews = period_end(spent.period, now)
-            raise InsufficientQuota(
-                f"the {spent.source} budget of {spent.scope} for this {spent.period} is spent; "
-                f"it renews at {datetime.fromtimestamp(renews, UTC):%Y-%m-%d %H:%M} UTC",
-                code="insufficient_quota",
-                retry_after=max(renews - now, 1.0),
-            )
-        cost = max(prompt_tokens_estimate, 0)
-        rpm, tpm = principal.rpm, principal.tpm
-        taken = self.counters.take(rpm, tpm, cost, now)
-        if taken is None:
+        a budget is spent, `RateLimitExceeded` when RPM or TPM is reached. Returns the
+        tokens counted against TPM (0 without a TPM limit), which the answer's real count
+        later replaces."""
+        budgets = principal.budgets
+        if budgets:
+            spent = self.ledger.exceeded(budgets, now)
+            if spent is not None:
+                self._refuse_budget(principal, spent, now)
+        cost = prompt_tokens_estimate if prompt_tokens_estimate > 0 else 0
+        tpm = principal.tpm
+        if not self.counters.take(principal.rpm, tpm, cost, now):
             self._refuse_rate(principal, cost, now)
-        return Admission(principal, model, cost if tpm is not None else 0, taken)
+        return cost if tpm is not None else 0
+
+    def _refuse_budget(self, principal: Principal, spent: BudgetRule, now: float) -> NoReturn:
+        self.metrics.refused(principal.tenant(self.metrics.level), "budget")
+        renews = period_end(spent.period, now)
+        raise InsufficientQuota(
+            f"the {spent.source} budget of {spent.scope} for this {spent.period} is spent; "
+            f"it renews at {datetime.fromtimestamp(renews, UTC):%Y-%m-%d %H:%M} UTC",
+            code="insufficient_quota",
+            retry_after=max(renews - now, 1.0),
+        )
 
     def _refuse_rate(self, principal: Principal, cost: int, now: float) -> NoReturn:
         """The 429 for a request `SharedCounters.take` refused: each limit judged again
@@ -389,57 +393,122 @@ class AuthGate:
             f"retry in {math.ceil(verdict.retry_after)}s",
             code="rate_limit_exceeded",
             retry_after=max(verdict.retry_after, 0.001),
-            headers=_headers(checks, after=False),
+            headers=_headers(checks),
         )
 
-    def record(self, usage: UsageEvent) -> None:
-        """Accounts one finished request (`record_many` of one)."""
-        self.record_many((usage,))
+    def record_many(self, finished: Sequence[Finished], wall_offset: float) -> None:
+        """Accounts the finished requests the gateway's usage sink drained at once (those
+        without an account, made with auth off, are passed over): replaces the token
+        estimates counted at admission by the real counts, charges budgets, counts
+        metrics, and queues the records with their five-minute sums and spend as one
+        `UsageChunk`. Never blocks; a full buffer drops the chunk and counts its records.
 
-    def record_many(self, events: Sequence[UsageEvent]) -> None:
-        """Accounts finished requests: replaces the token estimates counted at admission
-        by the real counts, charges budgets, counts metrics, and queues the records with
-        their five-minute sums and spend (one `UsageChunk`). Never blocks; a full buffer
-        drops records and counts them. The gateway hands over everything its usage sink
-        drained at once, so corrections and charges are summed per payer and applied
-        once per batch, not once per request."""
+        The records' times are on the request path's monotonic clock; `wall_offset`
+        (UNIX time minus that clock, read once per hand-over) makes them UNIX time.
+
+        Per request only its record is made: everything else is summed per group of
+        requests alike (caller, model, status, five-minute bucket), since a hand-over
+        holds hundreds of requests from a few callers, and then applied once per group."""
         price_of = self._auth.price
         prices: dict[str, Price] = {}
-        counted = self.metrics.counted
-        level = self.metrics.level
+        groups: dict[tuple[int, str, int, int], _Group] = {}
+        tagged: list[_Tagged] = []
+        rows: list[UsageRow] = []
+        new_row = _new_row
+        for record, tokens in finished:
+            account = record.account
+            if account is None:
+                continue
+            model = record.model
+            price = prices.get(model)
+            if price is None:
+                price = prices[model] = price_of(model)
+            if tokens is None:
+                prompt = completion = 0
+            else:
+                prompt, completion = tokens.prompt, tokens.completion
+            cost = (prompt * price.prompt_per_1k + completion * price.completion_per_1k) // 1000
+            principal = account.principal
+            status = record.status
+            started, first_byte, ended = record.started, record.first_byte, record.finished
+            finished_at = ended + wall_offset
+            bucket = int(finished_at // BUCKET_SECONDS) * BUCKET_SECONDS
+            group_key = (id(principal), model, status, bucket)
+            group = groups.get(group_key)
+            if group is None:
+                group = groups[group_key] = _Group(principal, model, status, bucket)
+            group.requests += 1
+            group.prompt += prompt
+            group.completion += completion
+            group.cost += cost
+            group.counted += account.counted_tokens
+            group.last = finished_at
+            tags = account.tags
+            if tags:
+                tagged.append((tags, prompt, completion))
+            rows.append(
+                new_row(
+                    (
+                        finished_at,
+                        record.request_id,
+                        *principal.row_identity,
+                        model,
+                        record.endpoint,
+                        status,
+                        record.stream,
+                        prompt,
+                        completion,
+                        cost,
+                        account.queued_s,
+                        None if first_byte is None else max(first_byte - started, 0.0),
+                        max(ended - started, 0.0),
+                        orjson.dumps(tags).decode() if tags else None,
+                    )
+                )
+            )
+        if rows:
+            self._account_groups(groups.values(), rows, tagged)
+
+    def _account_groups(
+        self,
+        groups: Iterable[_Group],
+        rows: list[UsageRow],
+        tagged: Sequence[_Tagged],
+    ) -> None:
+        """`record_many`'s sums, applied once per group of requests alike."""
+        metrics = self.metrics
+        level = metrics.level
         corrections: dict[str, tuple[int, float]] = {}
         spend: dict[PayerDay, int] = {}
         charged: dict[PayerDay, int] = {}
-        chunk = UsageChunk()
-        rows, sums = chunk.rows, chunk.sums
-        for usage in events:
-            price = prices.get(usage.model)
-            if price is None:
-                price = prices[usage.model] = price_of(usage.model)
-            prompt, completion = usage.prompt_tokens, usage.completion_tokens
-            cost = cost_micros(price, prompt, completion)
-            principal = usage.principal
-            tenant: str | None = None
-            identity = NO_IDENTITY
-            if principal is not None:
-                tpm = principal.tpm
-                if tpm is not None:
-                    correction = prompt + completion - usage.counted_tokens
-                    if correction:
-                        sum_so_far = corrections.get(tpm.scope, (0, 0.0))[0]
-                        corrections[tpm.scope] = (sum_so_far + correction, usage.finished_at)
-                tenant = principal.tenant(level)
-                identity = principal.sum_identity
-                if cost > 0 and principal.spend_scopes:
-                    payer = (principal.spend_scopes, day_of(usage.finished_at))
-                    spend[payer] = spend.get(payer, 0) + cost
-                    # Only a principal with budgets needs its spend counted before the store has it.
-                    if principal.budgets:
-                        charged[payer] = charged.get(payer, 0) + cost
-            counted(tenant, usage.model, usage.status, prompt, completion, usage.tags)
-            rows.append(usage_row(usage, cost))
-            key = (bucket_of(usage.finished_at), *identity, usage.model)
-            add_to_sums(sums, key, usage.status, prompt, completion, cost)
+        chunk = UsageChunk(rows)
+        for group in groups:
+            principal = group.principal
+            tpm = principal.tpm
+            if tpm is not None:
+                correction = group.prompt + group.completion - group.counted
+                if correction:
+                    so_far, at = corrections.get(tpm.scope, (0, group.last))
+                    corrections[tpm.scope] = (so_far + correction, max(at, group.last))
+            if group.cost > 0 and principal.spend_scopes:
+                payer = (principal.spend_scopes, day_of(group.bucket))
+                spend[payer] = spend.get(payer, 0) + group.cost
+                # Only a principal with budgets needs its spend counted before the store has it.
+                if principal.budgets:
+                    charged[payer] = charged.get(payer, 0) + group.cost
+            metrics.counted(
+                principal.tenant(level),
+                group.model,
+                group.status,
+                group.requests,
+                group.prompt,
+                group.completion,
+            )
+            errors = group.requests if group.status >= 400 else 0
+            key = (group.bucket, *principal.sum_identity, group.model)
+            add_to_sums(chunk.sums, key, group.requests, errors, group.prompt, group.completion, group.cost)
+        for tags, prompt, completion in tagged:
+            metrics.tagged(tags, prompt, completion)
         for scope, (tokens, at) in corrections.items():
             self.counters.add(scope, 0, tokens, at)
         chunk.spend = spread_spend(spend)
@@ -460,13 +529,40 @@ class AuthGate:
         )
 
 
-def _headers(checks: Sequence[Check], *, after: bool) -> list[tuple[str, str]]:
-    """OpenAI's x-ratelimit-* headers for the limits that apply."""
+_new_row = functools.partial(tuple.__new__, UsageRow)
+"""A `UsageRow` from a tuple of its fields, without the Python-level constructor a named
+tuple's class call goes through: one is made per answered request."""
+
+
+_Tagged = tuple[Mapping[str, str], int, int]
+"""An answered request's tags, prompt and completion tokens, for the tagged metrics."""
+
+
+@dataclass(slots=True, eq=False)
+class _Group:
+    """Requests alike in one hand-over to `record_many`: one caller, model, status and
+    five-minute bucket, summed."""
+
+    principal: Principal
+    model: str
+    status: int
+    bucket: int
+    requests: int = 0
+    prompt: int = 0
+    completion: int = 0
+    cost: int = 0
+    counted: int = 0
+    """The tokens `admit` counted against TPM, which the real counts replace."""
+    last: float = 0.0
+    """UNIX time the last of them ended."""
+
+
+def _headers(checks: Sequence[Check]) -> list[tuple[str, str]]:
+    """OpenAI's x-ratelimit-* headers for the limits judged for a refused request."""
     out: list[tuple[str, str]] = []
-    for dim, rule, amount, verdict in checks:
+    for dim, rule, _amount, verdict in checks:
         unit = "requests" if dim == REQUESTS else "tokens"
-        used = verdict.estimate + (amount if after else 0)
-        remaining = max(int(rule.limit - used), 0)
+        remaining = max(int(rule.limit - verdict.estimate), 0)
         out.append((f"x-ratelimit-limit-{unit}", str(rule.limit)))
         out.append((f"x-ratelimit-remaining-{unit}", str(remaining)))
         out.append((f"x-ratelimit-reset-{unit}", windows.format_reset(max(verdict.reset_after, 0.0))))

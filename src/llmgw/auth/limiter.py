@@ -67,18 +67,6 @@ class Verdict(NamedTuple):
     reset_after: float
 
 
-Fit = tuple[float, float]
-"""A limit's estimate of the last window before a request that fits, and the seconds
-until its count is back to nothing (`Verdict.estimate`, `Verdict.reset_after`)."""
-
-
-class Taken(NamedTuple):
-    """What `SharedCounters.take` judged, per dimension (None: no such limit)."""
-
-    requests: Fit | None
-    tokens: Fit | None
-
-
 @dataclass(slots=True)
 class _Entry:
     window: int
@@ -100,6 +88,12 @@ class _Entry:
     # limit it was worked out for (-1: none; a different limit is a different rule).
     allowance: list[float] = field(default_factory=lambda: [0.0, 0.0])
     allowance_limit: list[int] = field(default_factory=lambda: [-1, -1])
+
+    def pay(self, dim: Dimension, cost: int) -> None:
+        """Counts `cost` paid from the allowance (which the caller found large enough)."""
+        self.local[dim] += cost
+        self.allowance[dim] -= cost
+        self.dirty = True
 
     def revoke(self) -> None:
         """Drops the allowances: what they were worked out from has changed."""
@@ -191,19 +185,17 @@ class SharedCounters:
         reset = windows.until_reset(previous, current, now, entry.window, self.window_s)
         return Verdict(allowed, est, wait, reset)
 
-    def take(self, rpm: LimitRule | None, tpm: LimitRule | None, tokens: int, now: float) -> Taken | None:
+    def take(self, rpm: LimitRule | None, tpm: LimitRule | None, tokens: int, now: float) -> bool:
         """Admission's usual case in one pass: judges one request against its RPM rule
         (cost 1) and `tokens` against its TPM rule, as `judge` does, and when both fit
-        counts them (as `add` does) and returns what the answer's headers need. None
-        when either is refused, with nothing counted: `judge` then says why.
+        counts them (as `add` does): True. False when either is refused, with nothing
+        counted: `judge` then says why.
 
         It exists because admission runs on every request: one window computation and
         one counter lookup for the two rules when they share a scope (a limit written on
-        a project is usually both), no `Verdict` unless someone asks, and mostly no
-        judgement at all but the scopes' allowances spent (see the module's docstring).
-        The estimates it returns are then the ones the allowance stands for: never below
-        the full judgement's."""
-        start = windows.window_start(now, self.window_s)
+        a project is usually both), no `Verdict`, and mostly no judgement at all but the
+        scopes' allowances spent (see the module's docstring)."""
+        start = int(now // self.window_s) * self.window_s
         requests_entry = tokens_entry = None
         if rpm is not None:
             requests_entry = self._entry_at(rpm.scope, start)
@@ -213,48 +205,26 @@ class SharedCounters:
             else:
                 tokens_entry = self._entry_at(tpm.scope, start)
         if _affordable(requests_entry, rpm, REQUESTS, 1) and _affordable(tokens_entry, tpm, TOKENS, tokens):
-            return self._spend(requests_entry, rpm, tokens_entry, tpm, tokens, now)
-        requests_fit = tokens_fit = None
+            if requests_entry is not None:
+                requests_entry.pay(REQUESTS, 1)
+            if tokens_entry is not None:
+                tokens_entry.pay(TOKENS, tokens)
+            return True
+        requests_estimate = tokens_estimate = None
         if requests_entry is not None and rpm is not None:
-            requests_fit = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
-            if requests_fit is None:
-                return None
+            requests_estimate = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
+            if requests_estimate is None:
+                return False
         if tokens_entry is not None and tpm is not None:
-            tokens_fit = self._fit(tokens_entry, TOKENS, tpm.limit, tokens, now)
-            if tokens_fit is None:
-                return None
+            tokens_estimate = self._fit(tokens_entry, TOKENS, tpm.limit, tokens, now)
+            if tokens_estimate is None:
+                return False
         # Counted only once both fit, so a refusal by one rule leaves the other untouched.
-        if requests_entry is not None and rpm is not None and requests_fit is not None:
-            self._count(requests_entry, REQUESTS, rpm.limit, 1, requests_fit[0])
-        if tokens_entry is not None and tpm is not None and tokens_fit is not None:
-            self._count(tokens_entry, TOKENS, tpm.limit, tokens, tokens_fit[0])
-        return Taken(requests_fit, tokens_fit)
-
-    def _spend(
-        self,
-        requests_entry: _Entry | None,
-        rpm: LimitRule | None,
-        tokens_entry: _Entry | None,
-        tpm: LimitRule | None,
-        tokens: int,
-        now: float,
-    ) -> Taken:
-        """`take` paid from allowances the caller found large enough: the estimate each
-        stands for is limit − G × what is left. An allowance is granted only after
-        something was counted in the window, so the count resets two windows from its
-        start."""
-        requests_fit = tokens_fit = None
-        if requests_entry is not None and rpm is not None:
-            requests_fit = self._paid(requests_entry, REQUESTS, rpm.limit, 1, now)
-        if tokens_entry is not None and tpm is not None:
-            tokens_fit = self._paid(tokens_entry, TOKENS, tpm.limit, tokens, now)
-        return Taken(requests_fit, tokens_fit)
-
-    def _paid(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> Fit:
-        """Pays `cost` from the entry's allowance and counts it."""
-        fit = (limit - self.gateways * entry.allowance[dim], entry.window + 2 * self.window_s - now)
-        self._count(entry, dim, limit, cost, fit[0])
-        return fit
+        if requests_entry is not None and rpm is not None and requests_estimate is not None:
+            self._count(requests_entry, REQUESTS, rpm.limit, 1, requests_estimate)
+        if tokens_entry is not None and tpm is not None and tokens_estimate is not None:
+            self._count(tokens_entry, TOKENS, tpm.limit, tokens, tokens_estimate)
+        return True
 
     def _count(self, entry: _Entry, dim: Dimension, limit: int, cost: int, estimate: float) -> None:
         """Counts `cost` let through at `estimate`, and leaves the allowance that is left:
@@ -264,13 +234,13 @@ class SharedCounters:
         entry.allowance[dim] = (limit - estimate) / self.gateways - cost
         entry.allowance_limit[dim] = limit
 
-    def _fit(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> Fit | None:
+    def _fit(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> float | None:
         """`judge`'s decision for an entry already rolled to `now`'s window: the estimate
-        and the time to reset when `cost` fits, else None."""
+        when `cost` fits, else None."""
         previous, current, since = self._parts(entry, dim)
         est = windows.estimate(previous, current, now, entry.window, self.window_s)
         if est + self.gateways * cost <= limit or (since == 0 and est + cost <= limit):
-            return est, windows.until_reset(previous, current, now, entry.window, self.window_s)
+            return est
         return None
 
     def add(self, scope: str, requests: int, tokens: int, now: float) -> None:

@@ -64,25 +64,18 @@ class TenantMetrics:
         return OTHER
 
     def counted(
-        self,
-        tenant: str | None,
-        model: str,
-        status: int,
-        prompt: int,
-        completion: int,
-        tags: Mapping[str, str],
+        self, tenant: str | None, model: str, status: int, requests: int, prompt: int, completion: int
     ) -> None:
-        # Once per request: each counter is updated in line, without loops over pairs.
+        """Counts answered requests of one tenant, model and status."""
         if tenant is not None and self.level != "none":
             key = (tenant, model, status_class(status))
-            requests = self.requests
-            requests[key] = requests.get(key, 0) + 1
-            tokens = self.tokens
-            prompt_key, completion_key = (tenant, model, "prompt"), (tenant, model, "completion")
-            tokens[prompt_key] = tokens.get(prompt_key, 0) + prompt
-            tokens[completion_key] = tokens.get(completion_key, 0) + completion
-        if not tags:
-            return
+            self.requests[key] = self.requests.get(key, 0) + requests
+            for kind, count in (("prompt", prompt), ("completion", completion)):
+                token_key = (tenant, model, kind)
+                self.tokens[token_key] = self.tokens.get(token_key, 0) + count
+
+    def tagged(self, tags: Mapping[str, str], prompt: int, completion: int) -> None:
+        """Counts one answered request under each of its tags that is a label."""
         for tag in self.tag_labels:
             raw = tags.get(tag)
             if raw is None:

@@ -11,8 +11,8 @@ from llmgw.auth.budgets import BudgetRule
 from llmgw.auth.limiter import LimitRule
 
 TENANT_LEVELS: tuple[str, ...] = ("org", "team", "project")
-NO_IDENTITY: tuple[str, str, str, str, str] = ("", "", "", "", "")
-"""The usage sums' identity of a record charged to nobody."""
+RowIdentity = tuple[str, str | None, str | None, str | None, str | None]
+"""Key, user, project, team and org, as a usage record's columns hold them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +38,16 @@ class Principal:
     sum_identity: tuple[str, str, str, str, str] = field(init=False, compare=False)
     """Org, team, project, user and key as the usage sums key them (the empty string
     for none): made once, since every answered request is summed by it."""
+    row_identity: tuple[str, str | None, str | None, str | None, str | None] = field(
+        init=False, compare=False
+    )
+    """The caller as its usage records name it: made once, as `sum_identity` is."""
 
     def __post_init__(self) -> None:
         parents = (self.org_id or "", self.team_id or "", self.project_id or "", self.user_id or "")
         object.__setattr__(self, "sum_identity", (*parents, self.key_id))
+        row = (self.key_id, self.user_id, self.project_id, self.team_id, self.org_id)
+        object.__setattr__(self, "row_identity", row)
 
     def tenant(self, level: str) -> str | None:
         """The label value of per-tenant metrics at `level` (org, team or project);

@@ -1,7 +1,7 @@
-"""Usage accounting off the request path: the event the gateway hands over per answered
+"""Usage accounting off the request path: what the gateway hands over per answered
 request, and the bounded buffer a background task writes to the store in batches.
 
-The gate turns each hand-over of events into one `UsageChunk`: the records, and what
+The gate turns each hand-over of finished requests into one `UsageChunk`: the records, and what
 they add to the five-minute sums and the spend ledger. Queuing a chunk only appends it
 to a deque; when the buffer holds `buffer_size` records a chunk that does not fit is
 dropped whole and its records counted, because a store that stalls must cost
@@ -18,15 +18,12 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import orjson
-
 from llmgw.auth.budgets import BudgetLedger, SpendKey
 from llmgw.auth.principal import Principal
-from llmgw.config.auth import Price
 from llmgw.errors import StoreError
 from llmgw.store.rows import UsageRow
 from llmgw.store.usage import Sums, UsageRepo, merge_sums
@@ -67,7 +64,7 @@ class AccountLike(Protocol):
     @property
     def counted_tokens(self) -> int: ...
     @property
-    def tags(self) -> dict[str, str]: ...
+    def tags(self) -> Mapping[str, str]: ...
     @property
     def queued_s(self) -> float: ...
 
@@ -79,111 +76,8 @@ class TokensLike(Protocol):
     def completion(self) -> int: ...
 
 
-@dataclass(slots=True)
-class UsageEvent:
-    """One answered (or refused) request, as accounting needs it. Made once per
-    request, so a plain (not frozen) dataclass, which is several times cheaper to
-    build; treat it as read-only."""
-
-    request_id: str
-    model: str
-    replica: str
-    status: int
-    stream: bool
-    prompt_tokens: int
-    completion_tokens: int
-    queue_s: float
-    duration_s: float
-    ttft_s: float | None
-    finished_at: float
-    """UNIX time the answer ended."""
-    principal: Principal | None
-    tags: dict[str, str] = field(default_factory=dict)
-    counted_tokens: int = 0
-    """The tokens `admit` counted against TPM (`Admission.counted_tokens`); the real
-    count replaces them."""
-
-    @classmethod
-    def from_record(
-        cls,
-        record: UsageRecordLike,
-        tokens: TokensLike | None,
-        *,
-        principal: Principal | None,
-        tags: dict[str, str] | None = None,
-        queue_s: float = 0.0,
-        counted_tokens: int = 0,
-        finished_at: float | None = None,
-    ) -> UsageEvent:
-        """An event from the request path's record (its times are on one monotonic
-        clock, so only their differences are used)."""
-        return cls(
-            request_id=record.request_id,
-            model=record.model,
-            replica=record.endpoint,
-            status=record.status,
-            stream=record.stream,
-            prompt_tokens=tokens.prompt if tokens else 0,
-            completion_tokens=tokens.completion if tokens else 0,
-            queue_s=queue_s,
-            duration_s=max(record.finished - record.started, 0.0),
-            ttft_s=None if record.first_byte is None else max(record.first_byte - record.started, 0.0),
-            finished_at=time.time() if finished_at is None else finished_at,
-            principal=principal,
-            # Not copied: the request's own tags, read-only from here on.
-            tags=tags if tags is not None else {},
-            counted_tokens=counted_tokens,
-        )
-
-
-def usage_events(
-    batch: Iterable[tuple[UsageRecordLike, TokensLike | None]], wall_offset: float
-) -> list[UsageEvent]:
-    """The events of the records in a drained batch that are charged to someone (auth
-    on). Their times are on the request path's monotonic clock; `wall_offset` (UNIX
-    time minus that clock, read once per batch) turns them into UNIX time."""
-    return [
-        UsageEvent.from_record(
-            record,
-            tokens,
-            principal=account.principal,
-            tags=account.tags,
-            queue_s=account.queued_s,
-            counted_tokens=account.counted_tokens,
-            finished_at=record.finished + wall_offset,
-        )
-        for record, tokens in batch
-        if (account := record.account) is not None
-    ]
-
-
-def cost_micros(price: Price, prompt_tokens: int, completion_tokens: int) -> int:
-    """Millionths of a unit: the price is per thousand tokens."""
-    return (prompt_tokens * price.prompt_per_1k + completion_tokens * price.completion_per_1k) // 1000
-
-
-def usage_row(event: UsageEvent, cost: int) -> UsageRow:
-    p = event.principal
-    return UsageRow(
-        event.finished_at,
-        event.request_id,
-        p.key_id if p else None,
-        p.user_id if p else None,
-        p.project_id if p else None,
-        p.team_id if p else None,
-        p.org_id if p else None,
-        event.model,
-        event.replica,
-        event.status,
-        event.stream,
-        event.prompt_tokens,
-        event.completion_tokens,
-        cost,
-        event.queue_s,
-        event.ttft_s,
-        event.duration_s,
-        orjson.dumps(event.tags).decode() if event.tags else None,
-    )
+Finished = tuple[UsageRecordLike, TokensLike | None]
+"""A record the gateway's usage sink drained, and the tokens read from its answer."""
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from llmgw.router.request import ClientRequest, Kind, parse_request
 from llmgw.router.responses import JSON, api_error_response
 from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
-from llmgw.router.usage import Account
+from llmgw.router.usage import NO_TAGS, Account
 
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
@@ -115,9 +115,11 @@ class GatewayApp:
 
     async def _authenticate(self, scope: Scope) -> Principal | None:
         """The caller, with auth on (401 without a valid key); None with auth off."""
-        if self._auth is None:
+        auth = self._auth
+        if auth is None:
             return None
-        return await self._auth.authenticate(scope.headers.get("authorization"), self._wall_clock())
+        header, now = scope.headers.get("authorization"), self._wall_clock()
+        return auth.known(header, now) or await auth.authenticate(header, now)
 
     def _visible(self, principal: Principal | None, target: Target) -> bool:
         return (
@@ -158,7 +160,12 @@ class GatewayApp:
 
     async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
         started = self._clock()
-        principal = await self._authenticate(scope)
+        principal = None
+        auth = self._auth
+        if auth is not None:
+            # `_authenticate` inlined: a request with a key in hand awaits nothing here.
+            header, now = scope.headers.get("authorization"), self._wall_clock()
+            principal = auth.known(header, now) or await auth.authenticate(header, now)
         raw = await self._read_body(scope, proto)
         request = parse_request(kind, raw)
         session = scope.headers.get(self._session_header)
@@ -209,10 +216,12 @@ class GatewayApp:
         OpenAI counts them; the real count replaces it when the answer's usage is read."""
         assert self._auth is not None
         estimate = request.prompt_token_floor + (request.max_tokens or 0)
-        admitted = self._auth.admit(principal, target.model, estimate, self._wall_clock())
-        metadata = request.body.get("metadata")
-        tags = parse_tags(scope.headers.get(_TAGS_HEADER), metadata if isinstance(metadata, dict) else None)
-        return Account(principal, admitted.counted_tokens, tags)
+        counted = self._auth.admit(principal, estimate, self._wall_clock())
+        header, metadata = scope.headers.get(_TAGS_HEADER), request.body.get("metadata")
+        if not header and not metadata:
+            return Account(principal, counted, NO_TAGS)
+        tags = parse_tags(header, metadata if isinstance(metadata, dict) else None)
+        return Account(principal, counted, tags)
 
     def _list_models(self, proto: HTTPProtocol, path: str, principal: Principal | None) -> None:
         allowed = None if principal is None or self._auth is None else self._allowed(principal)

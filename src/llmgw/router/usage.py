@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import orjson
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+NO_TAGS: Mapping[str, str] = MappingProxyType({})
+"""The tags of a request without any: one read-only mapping shared by them all."""
+
+
 @dataclass(slots=True)
 class Account:
     """Who a request is charged to, with auth on: the caller, the prompt tokens its
@@ -33,8 +38,9 @@ class Account:
     and how long it queued."""
 
     principal: Principal
-    counted_tokens: int = 0
-    tags: dict[str, str] = field(default_factory=dict)
+    counted_tokens: int
+    tags: Mapping[str, str]
+    """The request's tags, read-only from here on (`NO_TAGS` without any)."""
     queued_s: float = 0.0
 
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from llmgw.auth.gate import AuthGate
-from llmgw.auth.usage import usage_events
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.router.admission import BandRule
@@ -189,9 +188,7 @@ class Gateway:
         """Hands finished requests to the auth gate: limits, budgets, usage store."""
         if self.auth is None:
             return
-        events = usage_events(batch, time.time() - self.clock())
-        if events:
-            self.auth.record_many(events)
+        self.auth.record_many(batch, time.time() - self.clock())
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""

@@ -52,4 +52,7 @@ class Store:
         return f"Store({describe(self.location)!r})"
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        try:
+            await self.usage.close()
+        finally:
+            await self.engine.dispose()

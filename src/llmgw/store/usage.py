@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import schema
-from llmgw.store.engine import transaction
+from llmgw.store.engine import SqliteWorker, sqlite_file, transaction
 from llmgw.store.rows import UsageRow, UsageTotal
 
 BUCKET_SECONDS = 300
@@ -49,15 +49,16 @@ Sums = dict[SumKey, list[int]]
 cost in micro-units, per identity."""
 
 
-def add_to_sums(sums: Sums, key: SumKey, status: int, prompt: int, completion: int, cost: int) -> None:
-    """Counts one record in its five-minute sum."""
+def add_to_sums(
+    sums: Sums, key: SumKey, requests: int, errors: int, prompt: int, completion: int, cost: int
+) -> None:
+    """Counts requests (`errors` of them answered 4xx or 5xx) in their five-minute sum."""
     acc = sums.get(key)
     if acc is None:
-        sums[key] = [1, 1 if status >= 400 else 0, prompt, completion, cost]
+        sums[key] = [requests, errors, prompt, completion, cost]
         return
-    acc[0] += 1
-    if status >= 400:
-        acc[1] += 1
+    acc[0] += requests
+    acc[1] += errors
     acc[2] += prompt
     acc[3] += completion
     acc[4] += cost
@@ -87,7 +88,8 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
             row.key_id or "",
             row.model,
         )
-        add_to_sums(sums, key, row.status, row.prompt_tokens, row.completion_tokens, row.cost_micros)
+        errors = 1 if row.status >= 400 else 0
+        add_to_sums(sums, key, 1, errors, row.prompt_tokens, row.completion_tokens, row.cost_micros)
     return sums
 
 
@@ -117,6 +119,14 @@ def _insert_records_sql(paramstyle: str, rows: int = 1) -> str:
         assert rows == 1, "numbered parameters take one record a statement"
         values = "(" + ", ".join(f"${i}" for i in range(1, len(_RECORD_COLUMNS) + 1)) + ")"
     return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES {values}"
+
+
+def _sqlite_inserts(rows: Sequence[UsageRow]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The records' INSERTs on SQLite, `SQLITE_ROWS_PER_INSERT` records each, with
+    their parameters."""
+    for start in range(0, len(rows), SQLITE_ROWS_PER_INSERT):
+        part = rows[start : start + SQLITE_ROWS_PER_INSERT]
+        yield _insert_records_sql("qmark", len(part)), tuple(chain.from_iterable(part))
 
 
 _SUM_KEYS = ("bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model")
@@ -157,13 +167,28 @@ class UsageRepo:
         self._add_sums = _add_sums_sql(engine.dialect.paramstyle)
         self._add_spend = _add_spend_sql(engine.dialect.paramstyle)
         self._postgres = engine.dialect.name == "postgresql"
+        # An in-memory database cannot be opened twice: it stays on the engine.
+        path = sqlite_file(engine.url)
+        self._sqlite = SqliteWorker(path) if path is not None else None
+
+    async def close(self) -> None:
+        """Closes what the repository holds beside the engine (SQLite's writer)."""
+        if self._sqlite is not None:
+            await self._sqlite.close()
 
     async def write_batch(self, rows: Sequence[UsageRow], sums: Sums, spend: SpendDeltas) -> None:
         """Records, their five-minute sums (`five_minute_sums` of them, or gathered as
         they were made) and their spend, in one transaction."""
         if not rows:
             return
+        # Sorted, so concurrent writers lock the same rows in the same order.
         sum_rows = sorted((*key, *values) for key, values in sums.items())
+        deltas = sorted((scope, period, start, cost) for (scope, period, start), cost in spend.items())
+        if self._sqlite is not None:
+            # The whole transaction in one call on the writer's thread: one hop to it a
+            # batch, where the engine makes one a statement (SqliteWorker).
+            await self._sqlite.transaction(functools.partial(self._write_sqlite, rows, sum_rows, deltas))
+            return
         async with transaction(self._engine) as conn:
             if self._postgres:
                 # Usage may lose its last fraction of a second to a server crash; not
@@ -171,18 +196,25 @@ class UsageRepo:
                 await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
                 await conn.exec_driver_sql(self._insert_records, rows)
             else:
-                for start in range(0, len(rows), SQLITE_ROWS_PER_INSERT):
-                    part = rows[start : start + SQLITE_ROWS_PER_INSERT]
-                    values = tuple(chain.from_iterable(part))
-                    await conn.exec_driver_sql(_insert_records_sql("qmark", len(part)), values)
-            # Sorted, so concurrent writers lock the same rows in the same order.
+                for sql, values in _sqlite_inserts(rows):
+                    await conn.exec_driver_sql(sql, values)
             await conn.exec_driver_sql(self._add_sums, sum_rows)
-            if spend:
-                # Sorted for the same reason as the sums.
-                deltas = sorted(
-                    (scope, period, start, cost) for (scope, period, start), cost in spend.items()
-                )
+            if deltas:
                 await conn.exec_driver_sql(self._add_spend, deltas)
+
+    def _write_sqlite(
+        self,
+        rows: Sequence[UsageRow],
+        sum_rows: list[tuple[Any, ...]],
+        deltas: list[tuple[str, str, int, int]],
+        conn: sqlite3.Connection,
+    ) -> None:
+        """`write_batch`'s statements on the writer's thread, inside its transaction."""
+        for sql, values in _sqlite_inserts(rows):
+            conn.execute(sql, values)
+        conn.executemany(self._add_sums, sum_rows)
+        if deltas:
+            conn.executemany(self._add_spend, deltas)
 
     async def spend_totals(self, period_starts: Mapping[str, int]) -> dict[tuple[str, str, int], int]:
         """Spend per scope in the periods starting at the given times ({"day": t, ...})."""

@@ -1,18 +1,21 @@
-"""Helpers for the auth tests: settings, a store, a populated tenancy tree, and a TCP
-relay in front of PostgreSQL that can be cut, to make the store unreachable for real."""
+"""Helpers for the auth tests: settings, a store, a populated tenancy tree, finished
+requests as the gateway's usage sink hands them over, and a TCP relay in front of
+PostgreSQL that can be cut, to make the store unreachable for real."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from llmgw.auth.keys import new_key
+from llmgw.auth.principal import Principal
 from llmgw.config import Settings
+from llmgw.router.usage import NO_TAGS, Account, Tokens, UsageRecord
 from llmgw.store import KeyRow, Scope, Store
 from llmgw.store.engine import create_engine, is_postgres
 from llmgw.store.schema import metadata
@@ -74,6 +77,35 @@ async def make_key(store: Store, now: float, **fields: Any) -> str:
         fields.setdefault("project_id", "p")
     await store.keys.create(KeyRow(made.id, made.hash, created_at=now, updated_at=now, **fields))
     return made.plaintext
+
+
+def finished(
+    principal: Principal | None,
+    request_id: str = "r",
+    *,
+    model: str = "m1",
+    status: int = 200,
+    prompt: int = 0,
+    completion: int = 0,
+    counted: int = 0,
+    tags: Mapping[str, str] = NO_TAGS,
+    queued_s: float = 0.0,
+    endpoint: str = "replica-a",
+    stream: bool = False,
+    started: float = 0.0,
+    first_byte: float | None = None,
+    ended: float = 0.5,
+    usage: bool = True,
+) -> tuple[UsageRecord, Tokens | None]:
+    """One finished request as `AuthGate.record_many` takes it: the router's record (times
+    on the monotonic clock: its UNIX finish is `ended` plus the hand-over's offset) and
+    the tokens read from its answer (None where it carried no `usage`). Without a
+    principal it has no account, as with auth off."""
+    account = None if principal is None else Account(principal, counted, tags, queued_s)
+    record = UsageRecord(
+        request_id, model, endpoint, status, stream, None, started, first_byte, ended, account
+    )
+    return record, Tokens(prompt, completion) if usage else None
 
 
 class Relay:

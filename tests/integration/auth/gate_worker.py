@@ -38,7 +38,7 @@ async def main(dsn: str, key: str, seconds: float, sync_interval: float) -> None
     while time.monotonic() < deadline:
         for _ in range(20):
             try:
-                gate.admit(principal, "m1", 0, time.time())
+                gate.admit(principal, 0, time.time())
                 admitted += 1
             except RateLimitExceeded:
                 refused += 1

@@ -125,3 +125,30 @@ def test_models_and_adapters_visible_to_a_key(store_location: str) -> None:
             assert not gate.visible(p, "m2", "user:u")
 
     run(scenario())
+
+
+def test_known_answers_for_a_key_already_used_until_it_expires_or_is_revoked(store_location: str) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            await make_tree(store)
+            expiring = await make_key(store, NOW, expires_at=NOW + 10)
+            revoked = await make_key(store, NOW)
+        async with started_gate(store_location, Clock(NOW)) as gate:
+            first, second = f"Bearer {expiring}", f"Bearer {revoked}"
+            # Loaded at start, but never used here: `authenticate` decides.
+            assert gate.known(first, NOW) is None
+            assert gate.known(None, NOW) is None
+            p = await gate.authenticate(first, NOW)
+            assert gate.known(first, NOW + 9.9) is p
+            assert gate.known(first, NOW + 10) is None
+            q = await gate.authenticate(second, NOW)
+            assert gate.known(second, NOW) is q
+            async with opened(store_location) as store:  # revoked through this gateway's admin API
+                row = await store.keys.revoke(revoked.split("-")[1], NOW)
+            gate.key_changed(row)
+            assert gate.known(second, NOW) is None
+            with pytest.raises(Unauthorized):
+                await gate.authenticate(second, NOW)
+            assert gate.known(first, NOW) is p, "another key is not forgotten with it"
+
+    run(scenario())

@@ -7,9 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from auth_store_helpers import Clock, make_key, make_tree, opened, started_gate
+from auth_store_helpers import Clock, finished, make_key, make_tree, opened, started_gate
 
-from llmgw.auth import UsageEvent
 from llmgw.auth.gate import AuthGate
 from llmgw.auth.principal import Principal
 from llmgw.errors import InsufficientQuota, RateLimitExceeded
@@ -21,7 +20,7 @@ def admitted(gate: AuthGate, principal: Principal, attempts: int, now: float, to
     count = 0
     for _ in range(attempts):
         try:
-            gate.admit(principal, "m1", tokens, now)
+            gate.admit(principal, tokens, now)
         except RateLimitExceeded:
             continue
         count += 1
@@ -64,7 +63,7 @@ def test_each_scope_and_its_precedence(
             assert principal.rpm.scope.startswith(scope)
             assert admitted(gate, principal, limit + 5, NOW) == limit
             with pytest.raises(RateLimitExceeded) as refused:
-                gate.admit(principal, "m1", 0, NOW)
+                gate.admit(principal, 0, NOW)
             error = refused.value
             assert (error.status, error.code, error.error_type) == (
                 429,
@@ -90,7 +89,8 @@ def test_a_pool_is_shared_by_the_keys_under_it_and_a_key_limit_is_its_own(store_
         async with started_gate(store_location, Clock(NOW)) as gate:
             a, b, c = [await gate.authenticate(f"Bearer {k}", NOW) for k in (first, second, own)]
             assert admitted(gate, a, 6, NOW) + admitted(gate, b, 6, NOW) == 10
-            assert admitted(gate, c, 6, NOW) == 3
+            assert gate.admit(c, 500, NOW) == 0  # no TPM limit, so no tokens counted against one
+            assert admitted(gate, c, 6, NOW) == 2
 
     asyncio.run(scenario())
 
@@ -102,34 +102,18 @@ def test_tokens_a_minute_counts_estimates_then_real_usage(store_location: str) -
             key = await make_key(store, NOW)
         async with started_gate(store_location, Clock(NOW)) as gate:
             p = await gate.authenticate(f"Bearer {key}", NOW)
-            admission = gate.admit(p, "m1", 600, NOW)
-            assert admission.counted_tokens == 600
-            assert dict(admission.headers)["x-ratelimit-remaining-tokens"] == "400"
+            assert gate.admit(p, 600, NOW) == 600
             with pytest.raises(RateLimitExceeded) as refused:
-                gate.admit(p, "m1", 600, NOW)
-            assert dict(refused.value.headers)["x-ratelimit-limit-tokens"] == "1000"
-            gate.record(_event(p, prompt=50, completion=50, counted=600))
-            assert gate.admit(p, "m1", 600, NOW).counted_tokens == 600
+                gate.admit(p, 600, NOW)
+            headers = dict(refused.value.headers)
+            assert headers["x-ratelimit-limit-tokens"] == "1000"
+            assert headers["x-ratelimit-remaining-tokens"] == "400"  # before the refused request
+            assert "x-ratelimit-limit-requests" not in headers  # no RPM limit here
+            # The answer used 100 tokens, not the 600 counted: 500 come back.
+            gate.record_many([finished(p, prompt=50, completion=50, counted=600)], NOW)
+            assert gate.admit(p, 600, NOW) == 600
 
     asyncio.run(scenario())
-
-
-def _event(principal: Principal, *, prompt: int = 1000, completion: int = 0, counted: int = 0) -> UsageEvent:
-    return UsageEvent(
-        request_id="r",
-        model="m1",
-        replica="r1",
-        status=200,
-        stream=False,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        queue_s=0.0,
-        duration_s=0.5,
-        ttft_s=0.1,
-        finished_at=NOW,
-        principal=principal,
-        counted_tokens=counted,
-    )
 
 
 BUDGET_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str]] = [
@@ -154,12 +138,12 @@ def test_a_spent_budget_at_each_scope_is_insufficient_quota(
         pricing = {"pricing": {"m1": {"prompt_per_1k": 1000}}}  # 1000 micro-units per request below
         async with started_gate(store_location, Clock(NOW), **pricing, **auth) as gate:
             p = await gate.authenticate(f"Bearer {key}", NOW)
-            for _ in range(3):
-                gate.admit(p, "m1", 0, NOW)
-                gate.record(_event(p))
+            for i in range(3):
+                gate.admit(p, 0, NOW)
+                gate.record_many([finished(p, f"r{i}", prompt=1000)], NOW)
             await gate.writer.settle(10)
             with pytest.raises(InsufficientQuota) as refused:
-                gate.admit(p, "m1", 0, NOW)
+                gate.admit(p, 0, NOW)
             error = refused.value
             assert (error.status, error.code, error.error_type) == (
                 429,
@@ -172,7 +156,7 @@ def test_a_spent_budget_at_each_scope_is_insufficient_quota(
         async with started_gate(store_location, Clock(NOW), **pricing, **auth) as other:
             p = await other.authenticate(f"Bearer {key}", NOW)
             with pytest.raises(InsufficientQuota):
-                other.admit(p, "m1", 0, NOW)
+                other.admit(p, 0, NOW)
 
     asyncio.run(scenario())
 
@@ -185,10 +169,11 @@ def test_records_dropped_for_want_of_room_still_count_for_budgets(store_location
         pricing = {"pricing": {"m1": {"prompt_per_1k": 1000}}}  # 1000 micro-units per request below
         async with started_gate(store_location, Clock(NOW), buffer_size=2, **pricing) as gate:
             p = await gate.authenticate(f"Bearer {key}", NOW)
-            gate.record_many([_event(p) for _ in range(3)])  # one hand-over, too large for the buffer
+            # One hand-over, too large for the buffer.
+            gate.record_many([finished(p, f"r{i}", prompt=1000) for i in range(3)], NOW)
             assert gate.writer.counts.dropped == 3
             with pytest.raises(InsufficientQuota):
-                gate.admit(p, "m1", 0, NOW)
+                gate.admit(p, 0, NOW)
 
     asyncio.run(scenario())
 
@@ -200,11 +185,11 @@ def test_no_request_is_refused_by_a_budget_nobody_set(store_location: str) -> No
             key = await make_key(store, NOW)
         async with started_gate(store_location, Clock(NOW), pricing={"m1": {"prompt_per_1k": 10**9}}) as gate:
             p = await gate.authenticate(f"Bearer {key}", NOW)
-            for _ in range(50):
-                gate.admit(p, "m1", 0, NOW)
-                gate.record(_event(p))
+            for i in range(50):
+                gate.admit(p, 0, NOW)
+                gate.record_many([finished(p, f"r{i}", prompt=1000)], NOW)
             await gate.writer.settle(10)
-            gate.admit(p, "m1", 0, NOW)
+            gate.admit(p, 0, NOW)
 
     asyncio.run(scenario())
 

@@ -12,9 +12,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 import sqlalchemy as sa
-from auth_store_helpers import Clock, Relay, make_key, make_tree, opened, started_gate, through
+from auth_store_helpers import Clock, Relay, finished, make_key, make_tree, opened, started_gate, through
 
-from llmgw.auth import UsageEvent
 from llmgw.auth.gate import AuthGate
 from llmgw.errors import AuthUnavailable, RateLimitExceeded
 
@@ -38,7 +37,7 @@ def count_admitted(gate: AuthGate, principal: object, attempts: int) -> int:
     count = 0
     for _ in range(attempts):
         try:
-            gate.admit(principal, "m1", 0, NOW)  # type: ignore[arg-type]
+            gate.admit(principal, 0, NOW)  # type: ignore[arg-type]
         except RateLimitExceeded:
             continue
         count += 1
@@ -115,9 +114,9 @@ def test_a_stalled_store_costs_no_request(postgres_location: str) -> None:
             worst = 0.0
             for i in range(EVENTS):
                 started = time.perf_counter()
-                gate.admit(p, "m1", 10, NOW)
-                gate.record(
-                    UsageEvent(f"r{i}", "m1", "rep", 200, False, 10, 5, 0.0, 0.1, 0.05, NOW, p, {"run": "x"})
+                counted = gate.admit(p, 10, NOW)
+                gate.record_many(
+                    [finished(p, f"r{i}", prompt=10, completion=5, counted=counted, tags={"run": "x"})], NOW
                 )
                 worst = max(worst, time.perf_counter() - started)
                 if i % 200 == 0:

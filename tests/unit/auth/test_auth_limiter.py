@@ -147,7 +147,7 @@ def test_a_gateway_late_with_its_exchanges_is_bet_on_for_all_its_silence() -> No
 def test_take_admits_exactly_the_limit_spending_allowances() -> None:
     counters = SharedCounters()
     rpm, tpm = LimitRule("project:p", 100, "project"), LimitRule("project:p", 10_000, "project")
-    admitted = sum(counters.take(rpm, tpm, 30, T0 + i * 0.01) is not None for i in range(300))
+    admitted = sum(counters.take(rpm, tpm, 30, T0 + i * 0.01) for i in range(300))
     assert admitted == 100
     assert counters.counted("project:p", T0 + 3) == (100, 3000)
 
@@ -158,21 +158,21 @@ def test_an_allowance_does_not_outlive_an_exchange_that_brings_others_counts() -
     store = FakeStore()
     a, b = SharedCounters(), SharedCounters()
     rule = LimitRule("project:p", 100, "project")
-    assert a.take(rule, None, 0, T0) is not None
+    assert a.take(rule, None, 0, T0)
     for i in range(60):
-        assert b.take(rule, None, 0, T0 + 0.001 * i) is not None
+        assert b.take(rule, None, 0, T0 + 0.001 * i)
     store.exchange("b", b, T0 + 0.1, 2)
     store.exchange("a", a, T0 + 0.1, 2)
-    admitted_after = sum(a.take(rule, None, 0, T0 + 0.2 + 0.001 * i) is not None for i in range(100))
+    admitted_after = sum(a.take(rule, None, 0, T0 + 0.2 + 0.001 * i) for i in range(100))
     assert 1 + 60 + admitted_after <= 100 + 1  # at most one over: the first after an exchange
 
 
 def test_a_correction_takes_back_the_allowance() -> None:
     counters = SharedCounters()
     tpm = LimitRule("team:t", 1000, "team")
-    assert counters.take(None, tpm, 100, T0) is not None
+    assert counters.take(None, tpm, 100, T0)
     counters.add("team:t", 0, 850, T0 + 1)  # the answer was far longer than estimated
-    assert counters.take(None, tpm, 100, T0 + 2) is None
+    assert not counters.take(None, tpm, 100, T0 + 2)
 
 
 @pytest.mark.parametrize("gateways", [1, 3])
@@ -190,14 +190,8 @@ def test_take_judges_and_counts_as_judge_and_add_do(gateways: int) -> None:
         requests_rule = key_rpm if i % 3 else rpm
         taken = fast.take(requests_rule, tpm, cost, now)
         verdicts = [slow.judge(requests_rule, REQUESTS, 1, now), slow.judge(tpm, TOKENS, cost, now)]
-        assert (taken is not None) == all(v.allowed for v in verdicts)
-        if taken is not None:
-            # Paid from an allowance, the estimate is the one the allowance stands for:
-            # never below the full judgement's.
-            for fit, verdict in zip((taken.requests, taken.tokens), verdicts, strict=True):
-                assert fit is not None
-                assert fit[0] >= verdict.estimate - 1e-6
-                assert fit[1] == pytest.approx(verdict.reset_after)
+        assert taken == all(v.allowed for v in verdicts)
+        if taken:
             slow.add(requests_rule.scope, 1, 0, now)
             slow.add(tpm.scope, 0, cost, now)
     for scope in ("project:p", "key:k"):

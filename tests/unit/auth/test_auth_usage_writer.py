@@ -8,8 +8,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from llmgw.auth.budgets import BudgetLedger, SpendKey, day_of, spread_spend
-from llmgw.auth.usage import UsageChunk, UsageWriter, cost_micros
-from llmgw.config.auth import Price
+from llmgw.auth.usage import UsageChunk, UsageWriter
 from llmgw.errors import StoreUnavailable
 from llmgw.store.rows import UsageRow
 from llmgw.store.usage import Sums, five_minute_sums
@@ -106,10 +105,6 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
         assert w.counts.dropped == 0
 
     asyncio.run(scenario())
-
-
-def test_cost_is_per_thousand_tokens() -> None:
-    assert cost_micros(Price(prompt_per_1k=1000, completion_per_1k=2000), 1500, 500) == 2500
 
 
 def test_a_batch_mixing_charged_and_uncharged_chunks_moves_only_the_charged_spend() -> None:
