@@ -36,6 +36,7 @@ from procs import BENCH_KEY
 
 from llmgw.auth.gate import AuthGate
 from llmgw.config import settings_from_mapping
+from llmgw.server import heap
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
 
@@ -174,6 +175,7 @@ async def main(count: int, stream: bool, prefix: bool, admission: bool = True, a
         gate = await stack.enter_async_context(auth_gate(mapping)) if auth else None
         settings = settings_from_mapping(mapping, source="bench", environ={})
         gateway = Gateway(settings, auth=gate)
+        heap.settle()  # as `llmgw server` does once it is up
         await run(gateway, gate, count, stream)
 
 

@@ -55,7 +55,6 @@ from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
 from llmgw.auth.principal import Principal
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
-from llmgw.config.auth import Price
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
 from llmgw.store.rows import SCOPE_KINDS, Scope, UsageRow
@@ -409,9 +408,8 @@ class AuthGate:
         Per request only its record is made: everything else is summed per group of
         requests alike (caller, model, status, five-minute bucket), since a hand-over
         holds hundreds of requests from a few callers, and then applied once per group."""
-        price_of = self._auth.price
-        prices: dict[str, Price] = {}
         groups: dict[tuple[int, str, int, int], _Group] = {}
+        group: _Group | None = None
         tagged: list[_Tagged] = []
         rows: list[UsageRow] = []
         new_row = _new_row
@@ -419,24 +417,31 @@ class AuthGate:
             account = record.account
             if account is None:
                 continue
-            model = record.model
-            price = prices.get(model)
-            if price is None:
-                price = prices[model] = price_of(model)
+            principal, model, status = account.principal, record.model, record.status
+            started, first_byte, ended = record.started, record.first_byte, record.finished
+            finished_at = ended + wall_offset
+            bucket = int(finished_at // BUCKET_SECONDS) * BUCKET_SECONDS
+            # Mostly the same group as the record before: compared before it is looked up.
+            if (
+                group is None
+                or group.principal is not principal
+                or group.model != model
+                or group.status != status
+                or group.bucket != bucket
+            ):
+                group_key = (id(principal), model, status, bucket)
+                group = groups.get(group_key)
+                if group is None:
+                    price = self._auth.price(model)
+                    group = groups[group_key] = _Group(
+                        principal, model, status, bucket, price.prompt_per_1k, price.completion_per_1k
+                    )
             if tokens is None:
                 prompt = completion = 0
             else:
                 prompt, completion = tokens.prompt, tokens.completion
-            cost = (prompt * price.prompt_per_1k + completion * price.completion_per_1k) // 1000
-            principal = account.principal
-            status = record.status
-            started, first_byte, ended = record.started, record.first_byte, record.finished
-            finished_at = ended + wall_offset
-            bucket = int(finished_at // BUCKET_SECONDS) * BUCKET_SECONDS
-            group_key = (id(principal), model, status, bucket)
-            group = groups.get(group_key)
-            if group is None:
-                group = groups[group_key] = _Group(principal, model, status, bucket)
+            # Micro-units: prices are per thousand tokens.
+            cost = (prompt * group.prompt_price + completion * group.completion_price) // 1000
             group.requests += 1
             group.prompt += prompt
             group.completion += completion
@@ -446,6 +451,8 @@ class AuthGate:
             tags = account.tags
             if tags:
                 tagged.append((tags, prompt, completion))
+            duration = ended - started
+            ttft = None if first_byte is None else first_byte - started
             rows.append(
                 new_row(
                     (
@@ -460,8 +467,8 @@ class AuthGate:
                         completion,
                         cost,
                         account.queued_s,
-                        None if first_byte is None else max(first_byte - started, 0.0),
-                        max(ended - started, 0.0),
+                        ttft if ttft is None or ttft > 0.0 else 0.0,
+                        duration if duration > 0.0 else 0.0,
                         orjson.dumps(tags).decode() if tags else None,
                     )
                 )
@@ -547,6 +554,9 @@ class _Group:
     model: str
     status: int
     bucket: int
+    prompt_price: int
+    completion_price: int
+    """The model's prices, in micro-units per thousand tokens."""
     requests: int = 0
     prompt: int = 0
     completion: int = 0

@@ -89,12 +89,6 @@ class _Entry:
     allowance: list[float] = field(default_factory=lambda: [0.0, 0.0])
     allowance_limit: list[int] = field(default_factory=lambda: [-1, -1])
 
-    def pay(self, dim: Dimension, cost: int) -> None:
-        """Counts `cost` paid from the allowance (which the caller found large enough)."""
-        self.local[dim] += cost
-        self.allowance[dim] -= cost
-        self.dirty = True
-
     def revoke(self) -> None:
         """Drops the allowances: what they were worked out from has changed."""
         self.allowance_limit = [-1, -1]
@@ -130,14 +124,6 @@ def _count_at(history: deque[tuple[float, int, int]], moment: float) -> list[int
             break
         found = [requests, tokens]
     return found
-
-
-def _affordable(entry: _Entry | None, rule: LimitRule | None, dim: Dimension, cost: int) -> bool:
-    """Whether `cost` can be paid from the entry's allowance for `rule` (no rule: there
-    is nothing to pay)."""
-    if entry is None or rule is None:
-        return True
-    return entry.allowance_limit[dim] == rule.limit and entry.allowance[dim] >= cost
 
 
 class SharedCounters:
@@ -204,11 +190,31 @@ class SharedCounters:
                 tokens_entry = requests_entry
             else:
                 tokens_entry = self._entry_at(tpm.scope, start)
-        if _affordable(requests_entry, rpm, REQUESTS, 1) and _affordable(tokens_entry, tpm, TOKENS, tokens):
+        # The usual case, written out rather than in helpers since it runs on every
+        # request: both paid from allowances worked out for these very limits.
+        requests_paid = (
+            requests_entry is None
+            or rpm is None
+            or (
+                requests_entry.allowance_limit[REQUESTS] == rpm.limit
+                and requests_entry.allowance[REQUESTS] >= 1
+            )
+        )
+        if requests_paid and (
+            tokens_entry is None
+            or tpm is None
+            or (
+                tokens_entry.allowance_limit[TOKENS] == tpm.limit and tokens_entry.allowance[TOKENS] >= tokens
+            )
+        ):
             if requests_entry is not None:
-                requests_entry.pay(REQUESTS, 1)
+                requests_entry.local[REQUESTS] += 1
+                requests_entry.allowance[REQUESTS] -= 1
+                requests_entry.dirty = True
             if tokens_entry is not None:
-                tokens_entry.pay(TOKENS, tokens)
+                tokens_entry.local[TOKENS] += tokens
+                tokens_entry.allowance[TOKENS] -= tokens
+                tokens_entry.dirty = True
             return True
         requests_estimate = tokens_estimate = None
         if requests_entry is not None and rpm is not None:

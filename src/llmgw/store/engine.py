@@ -112,7 +112,8 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 # microsecond a value, and a usage record holds several. With these registered (C
 # functions: None for None, 0 or 1 for a bool) it finds one at once and binds what SQLite
 # stores anyway. Process-wide, and the same values for every other connection.
-sqlite3.register_adapter(type(None), {}.get)
+_NOTHING: dict[None, None] = {}
+sqlite3.register_adapter(type(None), _NOTHING.get)
 sqlite3.register_adapter(bool, int)
 
 
