@@ -8,6 +8,7 @@ budgets read, and stay.
 from __future__ import annotations
 
 import functools
+import operator
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -96,37 +97,66 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
 _RECORD_COLUMNS = UsageRow._fields
 
 
-_SQLITE_MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
-SQLITE_ROWS_PER_INSERT = min(256, _SQLITE_MAX_PARAMETERS // len(_RECORD_COLUMNS))
-"""Records per INSERT statement on SQLite, within its limit of parameters a statement."""
-
-
 @functools.cache
-def _insert_records_sql(paramstyle: str, rows: int = 1) -> str:
-    """The records' INSERT in the driver's own parameter style. Records are the one
+def _insert_records_sql(paramstyle: str) -> str:
+    """The records' INSERT in the driver's own parameter style, one record a statement:
+    PostgreSQL's (asyncpg's executemany pipelines a batch of them). Records are the one
     write per request, so they skip SQLAlchemy's per-row parameter processing, which
-    cost more than the database's own work (bench/auth/usage_writes.py).
-
-    PostgreSQL takes a batch as one statement run per record (asyncpg's executemany
-    pipelines them). SQLite takes `rows` records a statement: the sqlite3 module lets
-    go of the GIL around every statement step, so an executemany of a batch hands the
-    interpreter back and forth with the request path once per record, and one
-    statement of many rows does it once (3.9 against 6.1 µs a record, through the
-    gateway's store layer)."""
+    cost more than the database's own work (bench/auth/usage_writes.py)."""
     if paramstyle == "qmark":
-        values = ", ".join(["(" + ", ".join("?" for _ in _RECORD_COLUMNS) + ")"] * rows)
+        values = "(" + ", ".join("?" for _ in _RECORD_COLUMNS) + ")"
     else:
-        assert rows == 1, "numbered parameters take one record a statement"
         values = "(" + ", ".join(f"${i}" for i in range(1, len(_RECORD_COLUMNS) + 1)) + ")"
     return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES {values}"
 
 
+_SHARED = ("key_id", "user_id", "project_id", "team_id", "org_id", "model", "status", "stream")
+_SHARED_COLUMNS = tuple(c for c in _RECORD_COLUMNS if c in _SHARED)
+"""The columns records from one caller, to one model, with one status mostly share."""
+_OWN_COLUMNS = tuple(c for c in _RECORD_COLUMNS if c not in _SHARED_COLUMNS)
+_shared_of = operator.itemgetter(*(_RECORD_COLUMNS.index(c) for c in _SHARED_COLUMNS))
+_own_of = operator.itemgetter(*(_RECORD_COLUMNS.index(c) for c in _OWN_COLUMNS))
+
+_SQLITE_MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+SQLITE_ROWS_PER_INSERT = min(256, (_SQLITE_MAX_PARAMETERS - len(_SHARED_COLUMNS)) // len(_OWN_COLUMNS))
+"""Records per INSERT statement on SQLite, within its limit of parameters a statement."""
+
+
+@functools.cache
+def _insert_shared_sql(rows: int) -> str:
+    """SQLite's INSERT of `rows` records that share `_SHARED_COLUMNS`: those bound once,
+    the rest per record in a VALUES list (whose columns SQLite names column1, …).
+
+    Many records a statement: the sqlite3 module lets go of the GIL around every
+    statement step, so an executemany of a batch hands the interpreter back and forth
+    with the request path once per record, and one statement of many rows does it
+    once (3.9 against 6.1 µs a record, through the gateway's store layer). The shared
+    values once a statement rather than once a record: binding a value through the
+    sqlite3 module costs about as much as SQLite's storing it (19,400 against 12,200
+    instructions a record of the router benchmark's, in isolation)."""
+    select = ", ".join(
+        "?" if column in _SHARED_COLUMNS else f"column{_OWN_COLUMNS.index(column) + 1}"
+        for column in _RECORD_COLUMNS
+    )
+    values = ", ".join(["(" + ", ".join("?" for _ in _OWN_COLUMNS) + ")"] * rows)
+    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) SELECT {select} FROM (VALUES {values})"
+
+
 def _sqlite_inserts(rows: Sequence[UsageRow]) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """The records' INSERTs on SQLite, `SQLITE_ROWS_PER_INSERT` records each, with
-    their parameters."""
-    for start in range(0, len(rows), SQLITE_ROWS_PER_INSERT):
-        part = rows[start : start + SQLITE_ROWS_PER_INSERT]
-        yield _insert_records_sql("qmark", len(part)), tuple(chain.from_iterable(part))
+    """The records' INSERTs on SQLite with their parameters: per set of shared values
+    (the `?`s of the SELECT come first, in the columns' order), at most
+    `SQLITE_ROWS_PER_INSERT` records each."""
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in rows:
+        shared = _shared_of(row)
+        own = groups.get(shared)
+        if own is None:
+            own = groups[shared] = []
+        own.append(_own_of(row))
+    for shared, own in groups.items():
+        for start in range(0, len(own), SQLITE_ROWS_PER_INSERT):
+            part = own[start : start + SQLITE_ROWS_PER_INSERT]
+            yield _insert_shared_sql(len(part)), shared + tuple(chain.from_iterable(part))
 
 
 _SUM_KEYS = ("bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model")

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from llmgw.errors import StoreConflict, StoreUnavailable
@@ -141,5 +142,52 @@ def test_a_cancelled_batch_is_not_written_and_the_next_one_is(tmp_path: Path) ->
         finally:
             await store.close()
         assert writer_threads() == []
+
+    asyncio.run(scenario())
+
+
+def test_every_value_of_a_mixed_batch_comes_back_as_written(tmp_path: Path) -> None:
+    """Records of two callers, two models, streamed or not, with and without a time to
+    first token and tags, one group past a statement's size: SQLite binds the values
+    records share once a statement, and none may land in another record's row."""
+    personal = ("k2", "u1", None, None, None)
+    rows = []
+    for i in range(SQLITE_ROWS_PER_INSERT + 20):
+        rows.append(ROW._replace(ts=NOW + i, request_id=f"a-{i}", cost_micros=i))
+    for i in range(30):
+        streamed = i % 2 == 0
+        rows.append(
+            UsageRow(
+                NOW + i + 0.5,
+                f"b-{i}",
+                *personal,
+                "m2" if i % 3 else "m1",
+                "r2",
+                429 if i % 5 == 0 else 200,
+                streamed,
+                i,
+                2 * i,
+                3 * i,
+                0.25,
+                0.01 * i if streamed else None,
+                1.5,
+                f'{{"run": "n{i}"}}' if i % 4 == 0 else None,
+            )
+        )
+
+    async def scenario() -> None:
+        store = await Store.open(str(tmp_path / "s.db"))
+        try:
+            await write(store, rows)
+            back = await store.usage.records(limit=len(rows) + 1)
+        finally:
+            await store.close()
+        assert len(back) == len(rows)
+        by_id = {item["request_id"]: item for item in back}
+        for row in rows:
+            item = by_id[row.request_id]
+            expected = row._asdict()
+            expected["tags"] = orjson.loads(row.tags) if row.tags else {}
+            assert {name: item[name] for name in expected} == expected
 
     asyncio.run(scenario())
