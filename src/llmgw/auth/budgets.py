@@ -108,7 +108,7 @@ class BudgetLedger:
         """The first budget among `rules` that is spent, or None."""
         if not rules:
             return None
-        day = int(now // _DAY_S)  # day_of(now), written out: asked on every request
+        day = day_of(now)
         cached = self._verdicts.get(id(rules))
         if cached is not None and cached[0] is rules and cached[1] == day:
             return cached[2]

@@ -58,7 +58,7 @@ from llmgw.config import Settings
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
 from llmgw.store.rows import SCOPE_KINDS, Scope, UsageRow
-from llmgw.store.usage import BUCKET_SECONDS, add_to_sums
+from llmgw.store.usage import BUCKET_SECONDS, add_to_sums, sum_key
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +512,7 @@ class AuthGate:
                 group.completion,
             )
             errors = group.requests if group.status >= 400 else 0
-            key = (group.bucket, *principal.sum_identity, group.model)
+            key = sum_key(group.bucket, *principal.row_identity, group.model)
             add_to_sums(chunk.sums, key, group.requests, errors, group.prompt, group.completion, group.cost)
         for tags, prompt, completion in tagged:
             metrics.tagged(tags, prompt, completion)

@@ -181,7 +181,7 @@ class SharedCounters:
         one counter lookup for the two rules when they share a scope (a limit written on
         a project is usually both), no `Verdict`, and mostly no judgement at all but the
         scopes' allowances spent (see the module's docstring)."""
-        start = int(now // self.window_s) * self.window_s
+        start = windows.window_start(now, self.window_s)
         requests_entry = tokens_entry = None
         if rpm is not None:
             requests_entry = self._entry_at(rpm.scope, start)

@@ -35,17 +35,11 @@ class Principal:
     """Each level's allowed models, for the levels that restrict them."""
     spend_scopes: tuple[str, ...]
     """The ledger scopes a request's cost is charged to (`spend_scopes_of`)."""
-    sum_identity: tuple[str, str, str, str, str] = field(init=False, compare=False)
-    """Org, team, project, user and key as the usage sums key them (the empty string
-    for none): made once, since every answered request is summed by it."""
-    row_identity: tuple[str, str | None, str | None, str | None, str | None] = field(
-        init=False, compare=False
-    )
-    """The caller as its usage records name it: made once, as `sum_identity` is."""
+    row_identity: RowIdentity = field(init=False, compare=False)
+    """The caller as its usage records name it: made once, since every answered request
+    is recorded with it."""
 
     def __post_init__(self) -> None:
-        parents = (self.org_id or "", self.team_id or "", self.project_id or "", self.user_id or "")
-        object.__setattr__(self, "sum_identity", (*parents, self.key_id))
         row = (self.key_id, self.user_id, self.project_id, self.team_id, self.org_id)
         object.__setattr__(self, "row_identity", row)
 

@@ -1,10 +1,10 @@
 """Usage accounting off the request path: what the gateway hands over per answered
 request, and the bounded buffer a background task writes to the store in batches.
 
-The gate turns each hand-over of finished requests into one `UsageChunk`: the records, and what
-they add to the five-minute sums and the spend ledger. Queuing a chunk only appends it
-to a deque; when the buffer holds `buffer_size` records a chunk that does not fit is
-dropped whole and its records counted, because a store that stalls must cost
+The gate turns each hand-over of finished requests into one `UsageChunk`: the records,
+and what they add to the five-minute sums and the spend ledger. Queuing a chunk only
+appends it to a deque; when the buffer holds `buffer_size` records a chunk that does
+not fit is dropped whole and its records counted, because a store that stalls must cost
 accounting, never requests. The writer takes whole chunks, about `batch_size` records,
 every `flush_interval` (sooner when a batch is full) and writes the records, their
 sums and their spend in one transaction; a batch the store refused goes back to the

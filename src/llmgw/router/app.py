@@ -160,12 +160,7 @@ class GatewayApp:
 
     async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
         started = self._clock()
-        principal = None
-        auth = self._auth
-        if auth is not None:
-            # `_authenticate` inlined: a request with a key in hand awaits nothing here.
-            header, now = scope.headers.get("authorization"), self._wall_clock()
-            principal = auth.known(header, now) or await auth.authenticate(header, now)
+        principal = await self._authenticate(scope)
         raw = await self._read_body(scope, proto)
         request = parse_request(kind, raw)
         session = scope.headers.get(self._session_header)

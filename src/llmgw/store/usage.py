@@ -50,6 +50,20 @@ Sums = dict[SumKey, list[int]]
 cost in micro-units, per identity."""
 
 
+def sum_key(
+    bucket: int,
+    key_id: str | None,
+    user_id: str | None,
+    project_id: str | None,
+    team_id: str | None,
+    org_id: str | None,
+    model: str,
+) -> SumKey:
+    """A five-minute sum's identity for records of one caller and model in `bucket`
+    (the empty string for an identity column a record leaves empty)."""
+    return (bucket, org_id or "", team_id or "", project_id or "", user_id or "", key_id or "", model)
+
+
 def add_to_sums(
     sums: Sums, key: SumKey, requests: int, errors: int, prompt: int, completion: int, cost: int
 ) -> None:
@@ -80,14 +94,8 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
     """The records' sums per five minutes and identity (tenancy, key, model)."""
     sums: Sums = {}
     for row in rows:
-        key = (
-            bucket_of(row.ts),
-            row.org_id or "",
-            row.team_id or "",
-            row.project_id or "",
-            row.user_id or "",
-            row.key_id or "",
-            row.model,
+        key = sum_key(
+            bucket_of(row.ts), row.key_id, row.user_id, row.project_id, row.team_id, row.org_id, row.model
         )
         errors = 1 if row.status >= 400 else 0
         add_to_sums(sums, key, 1, errors, row.prompt_tokens, row.completion_tokens, row.cost_micros)
@@ -97,17 +105,13 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
 _RECORD_COLUMNS = UsageRow._fields
 
 
-@functools.cache
-def _insert_records_sql(paramstyle: str) -> str:
-    """The records' INSERT in the driver's own parameter style, one record a statement:
-    PostgreSQL's (asyncpg's executemany pipelines a batch of them). Records are the one
-    write per request, so they skip SQLAlchemy's per-row parameter processing, which
-    cost more than the database's own work (bench/auth/usage_writes.py)."""
-    if paramstyle == "qmark":
-        values = "(" + ", ".join("?" for _ in _RECORD_COLUMNS) + ")"
-    else:
-        values = "(" + ", ".join(f"${i}" for i in range(1, len(_RECORD_COLUMNS) + 1)) + ")"
-    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) VALUES {values}"
+_POSTGRES_INSERT_RECORD = (
+    f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) "
+    f"VALUES ({', '.join(f'${i}' for i in range(1, len(_RECORD_COLUMNS) + 1))})"
+)
+"""PostgreSQL's INSERT of one record (asyncpg's executemany pipelines a batch of them).
+Records are the one write per request, so they skip SQLAlchemy's per-row parameter
+processing, which cost more than the database's own work (bench/auth/usage_writes.py)."""
 
 
 _SHARED = ("key_id", "user_id", "project_id", "team_id", "org_id", "model", "status", "stream")
@@ -193,7 +197,6 @@ class UsageRepo:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-        self._insert_records = _insert_records_sql(engine.dialect.paramstyle)
         self._add_sums = _add_sums_sql(engine.dialect.paramstyle)
         self._add_spend = _add_spend_sql(engine.dialect.paramstyle)
         self._postgres = engine.dialect.name == "postgresql"
@@ -224,7 +227,7 @@ class UsageRepo:
                 # Usage may lose its last fraction of a second to a server crash; not
                 # waiting for the WAL flush at every batch is worth that.
                 await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-                await conn.exec_driver_sql(self._insert_records, rows)
+                await conn.exec_driver_sql(_POSTGRES_INSERT_RECORD, rows)
             else:
                 for sql, values in _sqlite_inserts(rows):
                     await conn.exec_driver_sql(sql, values)
