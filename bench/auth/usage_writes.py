@@ -39,7 +39,7 @@ from llmgw.auth.budgets import BudgetLedger, day_of, spread_spend
 from llmgw.auth.usage import UsageChunk, UsageWriter
 from llmgw.store import Store, UsageRow
 from llmgw.store.engine import create_engine
-from llmgw.store.usage import five_minute_sums
+from llmgw.store.usage import five_minute_sums, group_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,7 @@ def handed_over(i: int) -> UsageChunk:
     the writer's worst case."""
     record = row(i)
     spend = spread_spend({(SCOPES, day_of(record.ts)): record.cost_micros})
-    return UsageChunk([record], five_minute_sums([record]), spend, {})
+    return UsageChunk(group_rows([record]), five_minute_sums([record]), spend, {})
 
 
 def lanes(store: Store) -> int:

@@ -8,8 +8,11 @@ kernel's; compare with `overhead.py` for the whole.
 With `--auth`, the gateway has auth on over a SQLite store holding the router
 benchmark's tenancy (bench/router/auth_setup.py: a project key under a project, team and
 org that each have RPM, TPM and a budget): every request is authenticated, judged and
-recorded, every 256 requests the usage sink hands its batch to the gate, and the timed
+recorded, every few hundred requests (`HAND_OVERS`) the usage sink hands its batch to the gate, and the timed
 figure includes the usage writer emptying its buffer into the store at the end. The
+gate's exchanges with the store (limits, spend, keys) are stopped: live they cost a
+thousandth of a request, but they keep wall-clock intervals, so under callgrind they
+would be counted fifty times over. The
 time is the process's CPU time (all threads) per request, so that part of auth's cost is
 counted too; compare it with the same run without `--auth`. Under
 `valgrind --tool=callgrind` the instruction counts of the two do not depend on how busy
@@ -24,6 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
+import random
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -137,9 +142,15 @@ class FakeProto:
         return FakeTransport()
 
 
-AUTH_BATCH = 256
-"""Requests per hand-over from the usage sink to the auth gate, about what the gateway
-drains at a time under the router benchmark's load."""
+HAND_OVERS = random.Random(6).choices(range(128, 385), k=64)
+"""Requests per hand-over from the usage sink to the auth gate, in turn: 128 to 384,
+about what the gateway drains at a time (every 50 ms) under the router benchmark's
+load, and as uneven, so batches of usage records are of many sizes, as they are live.
+Drawn once with a fixed seed, so every run (and every count) hands over alike."""
+
+
+EXCHANGES = ("auth-refresh", "auth-limits", "auth-spend", "auth-prune")
+"""The auth gate's background tasks other than the usage writer (gate.AuthGate.start)."""
 
 
 @contextlib.asynccontextmanager
@@ -157,6 +168,13 @@ async def auth_gate(settings_for: dict[str, Any]) -> AsyncIterator[AuthGate]:
         store = await Store.open(location)
         gate = AuthGate(settings, store)
         await gate.start()
+        # The exchanges with the store keep wall-clock intervals: a few a second, so a
+        # thousandth of a request's cost live, but under callgrind, fifty times slower,
+        # they would run fifty times as often per request and vary the count by a few
+        # thousand instructions a request. They are stopped; the usage writer is not.
+        for task in asyncio.all_tasks():
+            if task.get_name() in EXCHANGES:
+                task.cancel()
         try:
             yield gate
         finally:
@@ -194,13 +212,18 @@ async def run(gateway: Gateway, gate: AuthGate | None, count: int, stream: bool)
     authorization = None if gate is None else f"Bearer {BENCH_KEY}"
     app = gateway.app
 
+    hand_overs = itertools.cycle(HAND_OVERS)
+
     async def requests(n: int) -> None:
+        until_hand_over = next(hand_overs)
         for i in range(n):
             body = bodies[i % 256]
             await app(FakeScope(body, authorization), FakeProto(body))  # type: ignore[arg-type]
-            if i % AUTH_BATCH == AUTH_BATCH - 1:
+            until_hand_over -= 1
+            if not until_hand_over:
                 gateway.usage.drain()
                 await asyncio.sleep(0)  # the usage writer's turn, as the event loop gives it
+                until_hand_over = next(hand_overs)
         gateway.usage.drain()
         if gate is not None:
             await gate.writer.settle(600)

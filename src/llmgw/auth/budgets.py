@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 
 PERIODS: tuple[str, ...] = ("day", "month")
 _DAY_S = 86_400
-MAX_VERDICTS = 10_000
-"""Principals whose budget verdicts are remembered between changes of spend."""
 
 SpendKey = tuple[str, str, int]
 """(scope, period, period start)."""
@@ -90,33 +88,44 @@ def spread_spend(by_payer: Mapping[PayerDay, int]) -> dict[SpendKey, int]:
     return out
 
 
+class BudgetCheck:
+    """One caller's budgets, and the ledger's last verdict on them: whether one is spent,
+    valid for the day it was made on and until the ledger's spend next changes (once
+    per batch of answers), so the requests in between are answered without a look."""
+
+    __slots__ = ("rules", "since", "spent", "until", "version")
+
+    def __init__(self, rules: tuple[BudgetRule, ...]) -> None:
+        self.rules = rules
+        self.version: object = None
+        self.since = self.until = 0.0
+        self.spent: BudgetRule | None = None
+
+
 class BudgetLedger:
     """Known spend (the store's, as last pulled) plus this gateway's unwritten spend."""
 
     def __init__(self) -> None:
         self._known: dict[SpendKey, int] = {}
         self._unwritten: dict[SpendKey, int] = {}
-        # Verdicts per set of rules (a principal's, by identity) on a day, until spend next
-        # changes: spend changes once per batch of answers, and every request asks.
-        self._verdicts: dict[int, tuple[Sequence[BudgetRule], int, BudgetRule | None]] = {}
+        self._version = object()
+        """Made anew whenever spend changes, which lapses every `BudgetCheck`'s verdict
+        (an object, not a count, so a verdict of another ledger's never passes for one of
+        this one's)."""
 
     def spent(self, scope: str, period: str, now: float) -> int:
         key = (scope, period, _periods_of_day(day_of(now))[period])
         return self._known.get(key, 0) + self._unwritten.get(key, 0)
 
-    def exceeded(self, rules: Sequence[BudgetRule], now: float) -> BudgetRule | None:
-        """The first budget among `rules` that is spent, or None."""
-        if not rules:
-            return None
+    def exceeded(self, check: BudgetCheck, now: float) -> BudgetRule | None:
+        """The first of the caller's budgets that is spent, or None."""
+        if check.version is self._version and check.since <= now < check.until:
+            return check.spent
         day = day_of(now)
-        cached = self._verdicts.get(id(rules))
-        if cached is not None and cached[0] is rules and cached[1] == day:
-            return cached[2]
-        verdict = self._first_spent(rules, day)
-        if len(self._verdicts) >= MAX_VERDICTS:
-            self._verdicts.clear()
-        self._verdicts[id(rules)] = (rules, day, verdict)  # holding `rules` keeps its id unique
-        return verdict
+        check.spent = self._first_spent(check.rules, day)
+        check.version = self._version
+        check.since, check.until = float(day * _DAY_S), float((day + 1) * _DAY_S)
+        return check.spent
 
     def _first_spent(self, rules: Sequence[BudgetRule], day: int) -> BudgetRule | None:
         starts = _periods_of_day(day)
@@ -129,13 +138,13 @@ class BudgetLedger:
 
     def charge(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend this gateway has incurred and not yet written."""
-        self._verdicts.clear()
+        self._version = object()
         for key, cost in deltas.items():
             self._unwritten[key] = self._unwritten.get(key, 0) + cost
 
     def written(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend now in the store: known from here on, until the next pull says more."""
-        self._verdicts.clear()
+        self._version = object()
         for key, cost in deltas.items():
             left = self._unwritten.get(key, 0) - cost
             if left > 0:
@@ -148,6 +157,6 @@ class BudgetLedger:
         """The store's totals for the current periods replace what was known; older
         periods are forgotten."""
         starts = set(current_periods(now).items())
-        self._verdicts.clear()
+        self._version = object()
         self._known = {key: cost for key, cost in totals.items() if (key[1], key[2]) in starts}
         self._unwritten = {key: c for key, c in self._unwritten.items() if (key[1], key[2]) in starts}

@@ -26,6 +26,10 @@ class Directory:
         self.scopes: dict[ScopeKind, dict[str, Scope]] = {kind: {} for kind in SCOPE_KINDS}
         self._keys: dict[str, KeyRow] = {}
         self._principals: dict[str, Principal | None] = {}
+        self.by_header: dict[str, Principal] = {}
+        """Principals by the `Authorization` header they were found with (`remember`):
+        emptied, never replaced, whenever any principal may have changed, so a holder
+        of the dictionary sees it emptied too."""
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -52,11 +56,12 @@ class Directory:
                 changed = True
         if changed:
             self._principals.clear()
+            self.by_header.clear()
         return changed
 
-    def cached(self, key_hash: str) -> Principal | None:
-        """The principal already made for a loaded key, without checking its expiry."""
-        return self._principals.get(key_hash)
+    def remember(self, header: str, principal: Principal) -> None:
+        """Keeps a principal found for an `Authorization` header, until anything changes."""
+        self.by_header[header] = principal
 
     def forget_key(self, key_id: str) -> None:
         """Drops a key at once (revoked through this gateway's admin API)."""
@@ -64,6 +69,8 @@ class Directory:
             if key.id == key_id:
                 del self._keys[key_hash]
                 self._principals.pop(key_hash, None)
+        for header in [h for h, principal in self.by_header.items() if principal.key_id == key_id]:
+            del self.by_header[header]
 
     def has(self, key_hash: str) -> bool:
         return key_hash in self._keys
@@ -77,6 +84,7 @@ class Directory:
         if not key.active(now):
             del self._keys[key_hash]
             self._principals.pop(key_hash, None)
+            self.by_header.clear()
             return None
         if key_hash in self._principals:
             return self._principals[key_hash]

@@ -24,15 +24,15 @@ windows and periods are shared by gateways on different machines.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
+import operator
 import os
 import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NoReturn
 
@@ -57,7 +57,7 @@ from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
-from llmgw.store.rows import SCOPE_KINDS, Scope, UsageRow
+from llmgw.store.rows import NO_TAGS_TEXT, NO_TTFT, SCOPE_KINDS, RecordValues, Scope
 from llmgw.store.usage import BUCKET_SECONDS, add_to_sums, sum_key
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class AuthGate:
         self._live_within = max(5.0, 8 * sync_interval)
         self.gateway_id = gateway_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.directory = Directory(auth)
+        self._by_header = self.directory.by_header
         self.counters = SharedCounters()
         self.ledger = BudgetLedger()
         self.metrics = TenantMetrics(settings.router.effective_tenant_label, settings.router.tag_labels)
@@ -245,15 +246,13 @@ class AuthGate:
     # --- the request path --------------------------------------------------------------
 
     def known(self, authorization_header: str | None, now: float) -> Principal | None:
-        """The principal of a key this gateway holds and has used before, unexpired;
-        None for anything else, which `authenticate` then decides. The request path asks
-        this first because it awaits nothing: the usual request pays no coroutine."""
+        """The principal of a key this gateway holds and has used before with this very
+        header, unexpired; None for anything else, which `authenticate` then decides. The
+        request path asks this first because it awaits nothing: the usual request pays
+        one dictionary lookup and no coroutine."""
         if authorization_header is None:
             return None
-        key_hash = self._hashes.get(authorization_header)
-        if key_hash is None:
-            return None
-        principal = self.directory.cached(key_hash)
+        principal = self._by_header.get(authorization_header)
         if principal is None or (principal.expires_at is not None and now >= principal.expires_at):
             return None
         return principal
@@ -267,6 +266,8 @@ class AuthGate:
             key_hash = self._hash_of(authorization_header)
         principal = self.directory.principal(key_hash, now)
         if principal is not None:
+            if authorization_header is not None and len(self._by_header) < MAX_HASHES:
+                self.directory.remember(authorization_header, principal)
             return principal
         if self.directory.has(key_hash):
             raise Unauthorized(
@@ -285,7 +286,7 @@ class AuthGate:
                 await self._refresh_now()
                 principal = self.directory.principal(key_hash, now)
             if principal is not None:
-                return principal
+                return principal  # remembered by the header at its next use
         self._reject(key_hash, now)
         raise Unauthorized(_INVALID, code="invalid_api_key")
 
@@ -355,16 +356,14 @@ class AuthGate:
         a budget is spent, `RateLimitExceeded` when RPM or TPM is reached. Returns the
         tokens counted against TPM (0 without a TPM limit), which the answer's real count
         later replaces."""
-        budgets = principal.budgets
-        if budgets:
-            spent = self.ledger.exceeded(budgets, now)
+        if principal.budgets:
+            spent = self.ledger.exceeded(principal.budget_check, now)
             if spent is not None:
                 self._refuse_budget(principal, spent, now)
         cost = prompt_tokens_estimate if prompt_tokens_estimate > 0 else 0
-        tpm = principal.tpm
-        if not self.counters.take(principal.rpm, tpm, cost, now):
+        if not self.counters.take(principal.meter, cost, now):
             self._refuse_rate(principal, cost, now)
-        return cost if tpm is not None else 0
+        return cost if principal.tpm is not None else 0
 
     def _refuse_budget(self, principal: Principal, spent: BudgetRule, now: float) -> NoReturn:
         self.metrics.refused(principal.tenant(self.metrics.level), "budget")
@@ -405,115 +404,133 @@ class AuthGate:
         The records' times are on the request path's monotonic clock; `wall_offset`
         (UNIX time minus that clock, read once per hand-over) makes them UNIX time.
 
-        Per request only its record is made: everything else is summed per group of
-        requests alike (caller, model, status, five-minute bucket), since a hand-over
-        holds hundreds of requests from a few callers, and then applied once per group."""
-        groups: dict[tuple[int, str, int, int], _Group] = {}
-        group: _Group | None = None
+        Per request only its record is made, into the list of its group (requests of
+        one caller, model, status and streaming that ended in one five-minute bucket):
+        a hand-over holds hundreds of requests from a few callers, so everything else
+        is summed per group, and then applied once per group."""
+        groups: dict[tuple[int, str, int, bool, int], _Group] = {}
         tagged: list[_Tagged] = []
-        rows: list[UsageRow] = []
-        new_row = _new_row
+        group: _Group | None = None
+        values: list[RecordValues] = []
+        counted = 0
+        # The current group, compared with each record before a group is looked up
+        # (a hand-over is mostly runs of records alike).
+        principal_now: Principal | None = None
+        model_now, status_now, stream_now = "", 0, False
+        bucket_from = bucket_to = 0.0
+        prompt_price = completion_price = 0
         for record, tokens in finished:
             account = record.account
             if account is None:
                 continue
-            principal, model, status = account.principal, record.model, record.status
-            started, first_byte, ended = record.started, record.first_byte, record.finished
-            finished_at = ended + wall_offset
-            bucket = int(finished_at // BUCKET_SECONDS) * BUCKET_SECONDS
-            # Mostly the same group as the record before: compared before it is looked up.
+            principal, estimate, tags, queued = account
+            model, status, stream = record.model, record.status, record.stream
+            started, ended = record.started, record.finished
+            ts = ended + wall_offset
             if (
-                group is None
-                or group.principal is not principal
-                or group.model != model
-                or group.status != status
-                or group.bucket != bucket
+                principal is not principal_now
+                or model != model_now
+                or status != status_now
+                or stream is not stream_now
+                or not bucket_from <= ts < bucket_to
             ):
-                group_key = (id(principal), model, status, bucket)
-                group = groups.get(group_key)
-                if group is None:
-                    price = self._auth.price(model)
-                    group = groups[group_key] = _Group(
-                        principal, model, status, bucket, price.prompt_per_1k, price.completion_per_1k
-                    )
+                if group is not None:
+                    group.counted += counted
+                counted = 0
+                group = self._group_of(groups, principal, model, status, stream, ts)
+                principal_now, model_now, status_now, stream_now = principal, model, status, stream
+                bucket_from, bucket_to = group.bucket, group.bucket + BUCKET_SECONDS
+                values = group.values
+                prompt_price, completion_price = group.prompt_price, group.completion_price
             if tokens is None:
                 prompt = completion = 0
             else:
                 prompt, completion = tokens.prompt, tokens.completion
-            # Micro-units: prices are per thousand tokens.
-            cost = (prompt * group.prompt_price + completion * group.completion_price) // 1000
-            group.requests += 1
-            group.prompt += prompt
-            group.completion += completion
-            group.cost += cost
-            group.counted += account.counted_tokens
-            group.last = finished_at
-            tags = account.tags
             if tags:
                 tagged.append((tags, prompt, completion))
-            duration = ended - started
-            ttft = None if first_byte is None else first_byte - started
-            rows.append(
-                new_row(
-                    (
-                        finished_at,
-                        record.request_id,
-                        *principal.row_identity,
-                        model,
-                        record.endpoint,
-                        status,
-                        record.stream,
-                        prompt,
-                        completion,
-                        cost,
-                        account.queued_s,
-                        ttft if ttft is None or ttft > 0.0 else 0.0,
-                        duration if duration > 0.0 else 0.0,
-                        orjson.dumps(tags).decode() if tags else None,
-                    )
+                tags_json = orjson.dumps(tags).decode()
+            else:
+                tags_json = NO_TAGS_TEXT
+            first_byte = record.first_byte
+            values.append(
+                (
+                    ts,
+                    record.request_id,
+                    record.endpoint,
+                    prompt,
+                    completion,
+                    # Micro-units: prices are per thousand tokens.
+                    (prompt * prompt_price + completion * completion_price) // 1000,
+                    queued,
+                    NO_TTFT if first_byte is None else first_byte - started,
+                    ended - started,
+                    tags_json,
                 )
             )
-        if rows:
-            self._account_groups(groups.values(), rows, tagged)
+            counted += estimate
+        if group is not None:
+            group.counted += counted
+            self._account_groups(groups.values(), tagged)
 
-    def _account_groups(
+    def _group_of(
         self,
-        groups: Iterable[_Group],
-        rows: list[UsageRow],
-        tagged: Sequence[_Tagged],
-    ) -> None:
-        """`record_many`'s sums, applied once per group of requests alike."""
+        groups: dict[tuple[int, str, int, bool, int], _Group],
+        principal: Principal,
+        model: str,
+        status: int,
+        stream: bool,
+        ts: float,
+    ) -> _Group:
+        bucket = int(ts // BUCKET_SECONDS) * BUCKET_SECONDS
+        group_key = (id(principal), model, status, stream, bucket)
+        group = groups.get(group_key)
+        if group is None:
+            price = self._auth.price(model)
+            group = groups[group_key] = _Group(
+                principal, model, status, stream, bucket, price.prompt_per_1k, price.completion_per_1k
+            )
+        return group
+
+    def _account_groups(self, groups: Iterable[_Group], tagged: Sequence[_Tagged]) -> None:
+        """`record_many`'s sums, made and applied once per group of requests alike."""
         metrics = self.metrics
         level = metrics.level
         corrections: dict[str, tuple[int, float]] = {}
         spend: dict[PayerDay, int] = {}
         charged: dict[PayerDay, int] = {}
-        chunk = UsageChunk(rows)
+        chunk = UsageChunk(size=0)
+        records = chunk.records
         for group in groups:
-            principal = group.principal
+            principal, values = group.principal, group.values
+            requests = len(values)
+            prompt = sum(map(_PROMPT, values))
+            completion = sum(map(_COMPLETION, values))
+            cost = sum(map(_COST, values))
             tpm = principal.tpm
             if tpm is not None:
-                correction = group.prompt + group.completion - group.counted
+                correction = prompt + completion - group.counted
                 if correction:
-                    so_far, at = corrections.get(tpm.scope, (0, group.last))
-                    corrections[tpm.scope] = (so_far + correction, max(at, group.last))
-            if group.cost > 0 and principal.spend_scopes:
+                    last = max(map(_TS, values))
+                    so_far, at = corrections.get(tpm.scope, (0, last))
+                    corrections[tpm.scope] = (so_far + correction, max(at, last))
+            if cost > 0 and principal.spend_scopes:
                 payer = (principal.spend_scopes, day_of(group.bucket))
-                spend[payer] = spend.get(payer, 0) + group.cost
+                spend[payer] = spend.get(payer, 0) + cost
                 # Only a principal with budgets needs its spend counted before the store has it.
                 if principal.budgets:
-                    charged[payer] = charged.get(payer, 0) + group.cost
-            metrics.counted(
-                principal.tenant(level),
-                group.model,
-                group.status,
-                group.requests,
-                group.prompt,
-                group.completion,
-            )
-            errors = group.requests if group.status >= 400 else 0
-            key = sum_key(group.bucket, *principal.row_identity, group.model)
-            add_to_sums(chunk.sums, key, group.requests, errors, group.prompt, group.completion, group.cost)
+                    charged[payer] = charged.get(payer, 0) + cost
+            metrics.counted(principal.tenant(level), group.model, group.status, requests, prompt, completion)
+            errors = requests if group.status >= 400 else 0
+            identity = principal.row_identity
+            key = sum_key(group.bucket, *identity, group.model)
+            add_to_sums(chunk.sums, key, requests, errors, prompt, completion, cost)
+            record_key = (*identity, group.model, group.status, group.stream)
+            kept = records.get(record_key)
+            if kept is None:
+                records[record_key] = values
+            else:
+                kept.extend(values)  # one caller's two buckets, or two principals of one key
+            chunk.size += requests
         for tags, prompt, completion in tagged:
             metrics.tagged(tags, prompt, completion)
         for scope, (tokens, at) in corrections.items():
@@ -536,9 +553,11 @@ class AuthGate:
         )
 
 
-_new_row = functools.partial(tuple.__new__, UsageRow)
-"""A `UsageRow` from a tuple of its fields, without the Python-level constructor a named
-tuple's class call goes through: one is made per answered request."""
+_TS = operator.itemgetter(0)
+_PROMPT = operator.itemgetter(3)
+_COMPLETION = operator.itemgetter(4)
+_COST = operator.itemgetter(5)
+"""Fields of `RecordValues`, for sums taken in C over a group's records."""
 
 
 _Tagged = tuple[Mapping[str, str], int, int]
@@ -547,24 +566,20 @@ _Tagged = tuple[Mapping[str, str], int, int]
 
 @dataclass(slots=True, eq=False)
 class _Group:
-    """Requests alike in one hand-over to `record_many`: one caller, model, status and
-    five-minute bucket, summed."""
+    """Requests alike in one hand-over to `record_many`: one caller, model, status,
+    streaming and five-minute bucket, and their records."""
 
     principal: Principal
     model: str
     status: int
+    stream: bool
     bucket: int
     prompt_price: int
     completion_price: int
     """The model's prices, in micro-units per thousand tokens."""
-    requests: int = 0
-    prompt: int = 0
-    completion: int = 0
-    cost: int = 0
+    values: list[RecordValues] = field(default_factory=list)
     counted: int = 0
     """The tokens `admit` counted against TPM, which the real counts replace."""
-    last: float = 0.0
-    """UNIX time the last of them ended."""
 
 
 def _headers(checks: Sequence[Check]) -> list[tuple[str, str]]:

@@ -29,10 +29,16 @@ then the next one is judged in full again. The allowance is exact to spend, not 
 guess: the estimate only falls as time passes within a window, and a unit admitted
 here raises it by at most G units, so a request paid for from
 (limit − estimate) / G would have passed the full judgement too.
+
+Allowances last one epoch of the counters: any change they were worked out from (an
+exchange, a correction, a prune, a new window) starts a new epoch, which lapses them
+all at once. Each caller holds a `Meter`: its two counters, looked up once an epoch,
+so a request paid from allowances costs a comparison of epochs and four sums.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -67,7 +73,7 @@ class Verdict(NamedTuple):
     reset_after: float
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Entry:
     window: int
     local: list[int] = field(default_factory=lambda: [0, 0])
@@ -84,18 +90,43 @@ class _Entry:
     history: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     history_prev: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     dirty: bool = False
-    # What may still be admitted here without a full judgement, per dimension, and the
-    # limit it was worked out for (-1: none; a different limit is a different rule).
-    allowance: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    # What may still be admitted here without a full judgement, per dimension (named,
+    # not indexed: the request path spends them), the epoch they were worked out in and
+    # the limit they were worked out for (-1: none; a different limit is another rule).
+    requests_allowance: float = 0.0
+    tokens_allowance: float = 0.0
+    allowance_epoch: list[int] = field(default_factory=lambda: [-1, -1])
     allowance_limit: list[int] = field(default_factory=lambda: [-1, -1])
+    # The allowances as last granted or settled: what was spent from them since is in
+    # the count (`local`) only once `settle` has moved it there, so the request path
+    # spends an allowance without also counting. Everything that reads `local` settles.
+    requests_granted: float = 0.0
+    tokens_granted: float = 0.0
 
-    def revoke(self) -> None:
-        """Drops the allowances: what they were worked out from has changed."""
-        self.allowance_limit = [-1, -1]
+    def allowance(self, dim: Dimension) -> float:
+        return self.requests_allowance if dim == REQUESTS else self.tokens_allowance
+
+    def settle(self) -> None:
+        """Counts what was spent from the allowances since they were granted or last settled."""
+        spent = self.requests_granted - self.requests_allowance
+        if spent:
+            self.local[REQUESTS] += int(spent)
+            self.requests_granted = self.requests_allowance
+        spent = self.tokens_granted - self.tokens_allowance
+        if spent:
+            self.local[TOKENS] += int(spent)
+            self.tokens_granted = self.tokens_allowance
+
+    def grant(self, dim: Dimension, allowance: float) -> None:
+        """A new allowance, worked out from a settled count."""
+        if dim == REQUESTS:
+            self.requests_allowance = self.requests_granted = allowance
+        else:
+            self.tokens_allowance = self.tokens_granted = allowance
 
     def roll(self, start: int, window_s: int) -> None:
-        if start == self.window:
-            return
+        """Moves the counts on to the window beginning at `start` (see `SharedCounters._roll`)."""
+        self.settle()
         if start == self.window + window_s:
             self.local_prev, self.remote_prev = self.local, self.remote
             self.synced_prev, self.before_prev = self.synced, self.before
@@ -108,7 +139,6 @@ class _Entry:
         self.local, self.remote, self.synced, self.before = [0, 0], [0, 0], [0, 0], [0, 0]
         self.history = deque(maxlen=HISTORY)
         self.window = start
-        self.revoke()
 
 
 def _least(a: list[int], b: list[int]) -> list[int]:
@@ -126,6 +156,28 @@ def _count_at(history: deque[tuple[float, int, int]], moment: float) -> list[int
     return found
 
 
+def _unlimited() -> _Entry:
+    """A counter no rule reads: a `Meter`'s stand-in for a dimension without a limit,
+    so spending needs no test for a missing rule. Never settled nor read."""
+    return _Entry(0, requests_allowance=math.inf, tokens_allowance=math.inf)
+
+
+class Meter:
+    """One caller's way to its RPM and TPM counters on the request path: the rules, and
+    the counters they use as looked up in `epoch` (their allowances valid while the
+    counters' epoch is the same). Made once per principal; only `SharedCounters`
+    reads or changes what it holds."""
+
+    __slots__ = ("epoch", "requests", "rpm", "tokens", "tpm")
+
+    def __init__(self, rpm: LimitRule | None, tpm: LimitRule | None) -> None:
+        self.rpm = rpm
+        self.tpm = tpm
+        self.epoch = -1
+        # Private stand-ins until the first judgement (and for good, for a missing rule).
+        self.requests = self.tokens = _unlimited()
+
+
 class SharedCounters:
     """This gateway's counts, the others' last known sums, and the judgement."""
 
@@ -134,6 +186,14 @@ class SharedCounters:
         self.gateways = 1
         """Live gateways sharing the store, this one included, as last heard."""
         self._entries: dict[str, _Entry] = {}
+        self.epoch = 0
+        """Bumped whenever allowances may no longer hold (see the module's docstring)."""
+        self._epoch_from = 0.0
+        self._epoch_to = 0.0
+        """The window the epoch began in: a time outside it begins another."""
+
+    def _new_epoch(self) -> None:
+        self.epoch += 1
 
     def _entry(self, scope: str, now: float) -> _Entry:
         return self._entry_at(scope, windows.window_start(now, self.window_s))
@@ -142,13 +202,21 @@ class SharedCounters:
         entry = self._entries.get(scope)
         if entry is None:
             entry = self._entries[scope] = _Entry(start)
-        elif entry.window != start:
-            entry.roll(start, self.window_s)
+        else:
+            self._roll(entry, start)
         return entry
+
+    def _roll(self, entry: _Entry, start: int) -> None:
+        """Moves an entry on to the window beginning at `start`; its allowances, worked out
+        for another window, lapse with the epoch."""
+        if entry.window != start:
+            entry.roll(start, self.window_s)
+            self._new_epoch()
 
     def _parts(self, entry: _Entry, dim: Dimension) -> tuple[float, float, float]:
         """The previous window's total and the current one's, each with the bet on what
         others did unseen, and this gateway's count since its last exchange."""
+        entry.settle()
         local, local_prev = entry.local[dim], entry.local_prev[dim]
         previous = local_prev + entry.remote_prev[dim]
         current = local + entry.remote[dim]
@@ -171,73 +239,84 @@ class SharedCounters:
         reset = windows.until_reset(previous, current, now, entry.window, self.window_s)
         return Verdict(allowed, est, wait, reset)
 
-    def take(self, rpm: LimitRule | None, tpm: LimitRule | None, tokens: int, now: float) -> bool:
-        """Admission's usual case in one pass: judges one request against its RPM rule
+    def take(self, meter: Meter, tokens: int, now: float) -> bool:
+        """Admission in one pass: judges one request against the meter's RPM rule
         (cost 1) and `tokens` against its TPM rule, as `judge` does, and when both fit
         counts them (as `add` does): True. False when either is refused, with nothing
         counted: `judge` then says why.
 
-        It exists because admission runs on every request: one window computation and
-        one counter lookup for the two rules when they share a scope (a limit written on
-        a project is usually both), no `Verdict`, and mostly no judgement at all but the
-        scopes' allowances spent (see the module's docstring)."""
+        It exists because admission runs on every request: mostly no judgement at all,
+        only the allowances the meter's counters hold in this epoch spent (see the
+        module's docstring), written out here rather than in helpers."""
+        # Only the epoch's end is looked at: a clock gone back to an earlier window counts
+        # into the later one, more strictly than needed, until the next epoch begins.
+        if meter.epoch == self.epoch and now < self._epoch_to:
+            requests, counted = meter.requests, meter.tokens
+            if requests.requests_allowance >= 1 and counted.tokens_allowance >= tokens:
+                requests.requests_allowance -= 1
+                counted.tokens_allowance -= tokens
+                return True
+        return self._take_judged(meter, tokens, now)
+
+    def _take_judged(self, meter: Meter, tokens: int, now: float) -> bool:
+        """`take` when the meter's allowances do not pay: in a new epoch, or run out."""
         start = windows.window_start(now, self.window_s)
-        requests_entry = tokens_entry = None
-        if rpm is not None:
-            requests_entry = self._entry_at(rpm.scope, start)
-        if tpm is not None:
-            if requests_entry is not None and rpm is not None and rpm.scope == tpm.scope:
-                tokens_entry = requests_entry
-            else:
-                tokens_entry = self._entry_at(tpm.scope, start)
-        # The usual case, written out rather than in helpers since it runs on every
-        # request: both paid from allowances worked out for these very limits.
-        requests_paid = (
-            requests_entry is None
-            or rpm is None
-            or (
-                requests_entry.allowance_limit[REQUESTS] == rpm.limit
-                and requests_entry.allowance[REQUESTS] >= 1
-            )
-        )
-        if requests_paid and (
-            tokens_entry is None
-            or tpm is None
-            or (
-                tokens_entry.allowance_limit[TOKENS] == tpm.limit and tokens_entry.allowance[TOKENS] >= tokens
-            )
-        ):
-            if requests_entry is not None:
-                requests_entry.local[REQUESTS] += 1
-                requests_entry.allowance[REQUESTS] -= 1
-                requests_entry.dirty = True
-            if tokens_entry is not None:
-                tokens_entry.local[TOKENS] += tokens
-                tokens_entry.allowance[TOKENS] -= tokens
-                tokens_entry.dirty = True
-            return True
+        if not self._epoch_from <= now < self._epoch_to:
+            self._new_epoch()
+            self._epoch_from, self._epoch_to = float(start), float(start + self.window_s)
+        rpm, tpm = meter.rpm, meter.tpm
+        requests = meter.requests if rpm is None else self._entry_at(rpm.scope, start)
+        if tpm is None:
+            counted = meter.tokens  # its private stand-in: never given a shared counter
+        elif rpm is not None and rpm.scope == tpm.scope:
+            counted = requests
+        else:
+            counted = self._entry_at(tpm.scope, start)
+        # Judged both before either is counted, so a refusal by one leaves the other as it was.
         requests_estimate = tokens_estimate = None
-        if requests_entry is not None and rpm is not None:
-            requests_estimate = self._fit(requests_entry, REQUESTS, rpm.limit, 1, now)
+        if rpm is not None and not self._pays(requests, REQUESTS, rpm.limit, 1):
+            requests_estimate = self._fit(requests, REQUESTS, rpm.limit, 1, now)
             if requests_estimate is None:
                 return False
-        if tokens_entry is not None and tpm is not None:
-            tokens_estimate = self._fit(tokens_entry, TOKENS, tpm.limit, tokens, now)
+        if tpm is not None and not self._pays(counted, TOKENS, tpm.limit, tokens):
+            tokens_estimate = self._fit(counted, TOKENS, tpm.limit, tokens, now)
             if tokens_estimate is None:
                 return False
-        # Counted only once both fit, so a refusal by one rule leaves the other untouched.
-        if requests_entry is not None and rpm is not None and requests_estimate is not None:
-            self._count(requests_entry, REQUESTS, rpm.limit, 1, requests_estimate)
-        if tokens_entry is not None and tpm is not None and tokens_estimate is not None:
-            self._count(tokens_entry, TOKENS, tpm.limit, tokens, tokens_estimate)
+        if rpm is not None:
+            if requests_estimate is None:
+                requests.requests_allowance -= 1
+                requests.dirty = True
+            else:
+                self._count(requests, REQUESTS, rpm.limit, 1, requests_estimate)
+        if tpm is not None:
+            if tokens_estimate is None:
+                counted.tokens_allowance -= tokens
+                counted.dirty = True
+            else:
+                self._count(counted, TOKENS, tpm.limit, tokens, tokens_estimate)
+        meter.requests, meter.tokens = requests, counted
+        meter.epoch = self.epoch
         return True
+
+    def _pays(self, entry: _Entry, dim: Dimension, limit: int, cost: int) -> bool:
+        """Whether the entry's allowance, worked out in this epoch for this limit, covers `cost`."""
+        return (
+            entry.allowance_epoch[dim] == self.epoch
+            and entry.allowance_limit[dim] == limit
+            and entry.allowance(dim) >= cost
+        )
 
     def _count(self, entry: _Entry, dim: Dimension, limit: int, cost: int, estimate: float) -> None:
         """Counts `cost` let through at `estimate`, and leaves the allowance that is left:
-        (limit − estimate) / G, less the cost."""
-        entry.local[dim] += cost
+        (limit − estimate) / G, less the cost. One last worked out for another limit on the
+        same counter (another principal's rule, across a change of tenancy) begins a new
+        epoch, so no meter goes on spending it for a limit it was not made for."""
+        entry.local[dim] += cost  # settled: `_fit` worked out the estimate
         entry.dirty = True
-        entry.allowance[dim] = (limit - estimate) / self.gateways - cost
+        if entry.allowance_limit[dim] not in (limit, -1):
+            self._new_epoch()
+        entry.grant(dim, (limit - estimate) / self.gateways - cost)
+        entry.allowance_epoch[dim] = self.epoch
         entry.allowance_limit[dim] = limit
 
     def _fit(self, entry: _Entry, dim: Dimension, limit: int, cost: int, now: float) -> float | None:
@@ -252,17 +331,19 @@ class SharedCounters:
     def add(self, scope: str, requests: int, tokens: int, now: float) -> None:
         """Counts admitted work (tokens may be negative: a correction of an estimate)."""
         entry = self._entry(scope, now)
+        entry.settle()
         entry.local[REQUESTS] += requests
         entry.local[TOKENS] += tokens
         entry.dirty = True
-        entry.revoke()
+        self._new_epoch()
 
     def to_push(self, now: float) -> list[tuple[str, int, int, int]]:
         """This gateway's counts that changed since the last exchange: (scope, window,
         requests, tokens), absolute, so pushing them twice is harmless."""
         rows: list[tuple[str, int, int, int]] = []
         for scope, entry in self._entries.items():
-            entry.roll(windows.window_start(now, self.window_s), self.window_s)
+            self._roll(entry, windows.window_start(now, self.window_s))
+            entry.settle()
             if not entry.dirty:
                 continue
             prev = entry.window - self.window_s
@@ -287,7 +368,7 @@ class SharedCounters:
         start = windows.window_start(now, self.window_s)
         earlier: dict[str, tuple[list[int], list[int]]] = {}
         for scope, known in self._entries.items():
-            known.roll(start, self.window_s)
+            self._roll(known, start)
             earlier[scope] = (list(known.synced), list(known.synced_prev))
         for scope, window, requests, tokens in pushed:
             entry = self._entries.get(scope)
@@ -297,6 +378,7 @@ class SharedCounters:
                 entry.synced = [requests, tokens]
             elif window == entry.window - self.window_s:
                 entry.synced_prev = [requests, tokens]
+            entry.settle()
             entry.dirty = entry.local != entry.synced or entry.local_prev != entry.synced_prev
         moment = now if pushed_at is None else pushed_at
         for scope, known in self._entries.items():
@@ -314,9 +396,9 @@ class SharedCounters:
         for scope, _window in others:
             if scope not in self._entries:
                 self._entries[scope] = _Entry(start)
+        self._new_epoch()  # the others' counts and the number of gateways may have changed
         for scope, entry in self._entries.items():
-            entry.roll(start, self.window_s)
-            entry.revoke()  # the others' counts and the number of gateways may have changed
+            self._roll(entry, start)
             entry.remote = list(others.get((scope, entry.window), (0, 0)))
             entry.remote_prev = list(others.get((scope, entry.window - self.window_s), (0, 0)))
 
@@ -330,8 +412,11 @@ class SharedCounters:
         ]
         for scope in stale:
             del self._entries[scope]
+        if stale:
+            self._new_epoch()  # a meter may hold a counter forgotten here
 
     def counted(self, scope: str, now: float) -> tuple[int, int]:
         """This gateway's own (requests, tokens) in the current window."""
         entry = self._entry(scope, now)
+        entry.settle()
         return entry.local[REQUESTS], entry.local[TOKENS]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from llmgw.auth.budgets import BudgetRule
-from llmgw.auth.limiter import LimitRule
+from llmgw.auth.budgets import BudgetCheck, BudgetRule
+from llmgw.auth.limiter import LimitRule, Meter
 
 TENANT_LEVELS: tuple[str, ...] = ("org", "team", "project")
 RowIdentity = tuple[str, str | None, str | None, str | None, str | None]
@@ -38,10 +38,19 @@ class Principal:
     row_identity: RowIdentity = field(init=False, compare=False)
     """The caller as its usage records name it: made once, since every answered request
     is recorded with it."""
+    sees_every_model: bool = field(init=False, compare=False)
+    """No level restricts the models (the usual case, asked on every request)."""
+    meter: Meter = field(init=False, compare=False, repr=False)
+    """Its limits' counters as admission last found them (the limiter's to change)."""
+    budget_check: BudgetCheck = field(init=False, compare=False, repr=False)
+    """Its budgets and the ledger's last verdict on them (the ledger's to change)."""
 
     def __post_init__(self) -> None:
         row = (self.key_id, self.user_id, self.project_id, self.team_id, self.org_id)
         object.__setattr__(self, "row_identity", row)
+        object.__setattr__(self, "sees_every_model", not self.model_sets)
+        object.__setattr__(self, "meter", Meter(self.rpm, self.tpm))
+        object.__setattr__(self, "budget_check", BudgetCheck(self.budgets))
 
     def tenant(self, level: str) -> str | None:
         """The label value of per-tenant metrics at `level` (org, team or project);
@@ -70,7 +79,7 @@ class Principal:
         return mine is not None and mine == ident
 
     def allows(self, model: str) -> bool:
-        if not self.model_sets:  # the usual case: no level restricts the models
+        if self.sees_every_model:
             return True
         return all(model in allowed for allowed in self.model_sets)
 

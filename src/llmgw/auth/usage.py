@@ -1,8 +1,9 @@
 """Usage accounting off the request path: what the gateway hands over per answered
 request, and the bounded buffer a background task writes to the store in batches.
 
-The gate turns each hand-over of finished requests into one `UsageChunk`: the records,
-and what they add to the five-minute sums and the spend ledger. Queuing a chunk only
+The gate turns each hand-over of finished requests into one `UsageChunk`: the records
+(grouped by what they share), and what they add to the five-minute sums and the spend
+ledger. Queuing a chunk only
 appends it to a deque; when the buffer holds `buffer_size` records a chunk that does
 not fit is dropped whole and its records counted, because a store that stalls must cost
 accounting, never requests. The writer takes whole chunks, about `batch_size` records,
@@ -25,7 +26,7 @@ from typing import Protocol
 from llmgw.auth.budgets import BudgetLedger, SpendKey
 from llmgw.auth.principal import Principal
 from llmgw.errors import StoreError
-from llmgw.store.rows import UsageRow
+from llmgw.store.rows import Records
 from llmgw.store.usage import Sums, UsageRepo, merge_sums
 
 log = logging.getLogger(__name__)
@@ -56,17 +57,9 @@ class UsageRecordLike(Protocol):
     def account(self) -> AccountLike | None: ...
 
 
-class AccountLike(Protocol):
-    """Who a request is charged to (llmgw.router.usage.Account)."""
-
-    @property
-    def principal(self) -> Principal: ...
-    @property
-    def counted_tokens(self) -> int: ...
-    @property
-    def tags(self) -> Mapping[str, str]: ...
-    @property
-    def queued_s(self) -> float: ...
+AccountLike = tuple[Principal, int, Mapping[str, str], float]
+"""Who a request is charged to (llmgw.router.usage.Account): the caller, the tokens its
+TPM was charged at admission, its tags and the seconds it queued."""
 
 
 class TokensLike(Protocol):
@@ -86,18 +79,33 @@ class UsageChunk:
     the spend ledger, worked out as the records were made: the writer only merges
     chunks, never walks their records again. Queued, written and dropped whole."""
 
-    rows: list[UsageRow] = field(default_factory=list)
+    records: Records = field(default_factory=dict)
     sums: Sums = field(default_factory=dict)
     spend: dict[SpendKey, int] = field(default_factory=dict)
     charged: dict[SpendKey, int] = field(default_factory=dict)
     """The part of `spend` this gateway's ledger already counts (payers with budgets)."""
+    size: int = -1
+    """How many records (counted at construction when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = sum(map(len, self.records.values()))
 
     def merge(self, other: UsageChunk) -> None:
-        self.rows.extend(other.rows)
+        """Adds another chunk's records and sums, copying the lists it adds to, so a
+        chunk put back after a failed write is as it was."""
+        records = self.records
+        for key, values in other.records.items():
+            kept = records.get(key)
+            if kept is None:
+                records[key] = values.copy()
+            else:
+                kept.extend(values)
+        self.size += other.size
         merge_sums(self.sums, other.sums)
         for target, more in ((self.spend, other.spend), (self.charged, other.charged)):
-            for key, cost in more.items():
-                target[key] = target.get(key, 0) + cost
+            for spend_key, cost in more.items():
+                target[spend_key] = target.get(spend_key, 0) + cost
 
 
 @dataclass(slots=True)
@@ -157,7 +165,7 @@ class UsageWriter:
         """Queues a chunk whose spend the caller has already charged to the ledger as its
         `charged` says; never blocks. A chunk with no room left for all of its records
         is dropped whole and its records counted: False."""
-        size = len(chunk.rows)
+        size = chunk.size
         if not size:
             return True
         if self._buffered + size > self._buffer_size:
@@ -177,18 +185,18 @@ class UsageWriter:
         if not self._buffer:
             return 0
         taken = [self._buffer.popleft()]
-        size = len(taken[0].rows)
+        size = taken[0].size
         while self._buffer and size < self._batch_size:
             chunk = self._buffer.popleft()
             taken.append(chunk)
-            size += len(chunk.rows)
+            size += chunk.size
         self._buffered -= size
-        batch = UsageChunk()
+        batch = UsageChunk(size=0)
         for chunk in taken:
             batch.merge(chunk)
         self._writing += size
         try:
-            await self._repo.write_batch(batch.rows, batch.sums, batch.spend)
+            await self._repo.write_batch(batch.records, batch.sums, batch.spend)
         except BaseException:  # a refused write, or a stop in the middle of one
             self._requeue(taken)
             raise
@@ -204,7 +212,7 @@ class UsageWriter:
         room = self._buffer_size - self._buffered
         kept: list[UsageChunk] = []
         for chunk in chunks:
-            size = len(chunk.rows)
+            size = chunk.size
             if size <= room:
                 kept.append(chunk)
                 room -= size

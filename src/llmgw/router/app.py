@@ -36,7 +36,7 @@ from llmgw.router.request import ClientRequest, Kind, parse_request
 from llmgw.router.responses import JSON, api_error_response
 from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
-from llmgw.router.usage import NO_TAGS, Account
+from llmgw.router.usage import NO_TAGS, Account, new_account
 
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
@@ -122,11 +122,9 @@ class GatewayApp:
         return auth.known(header, now) or await auth.authenticate(header, now)
 
     def _visible(self, principal: Principal | None, target: Target) -> bool:
-        return (
-            principal is None
-            or self._auth is None
-            or self._auth.visible(principal, target.model, target.owner)
-        )
+        if principal is None or (principal.sees_every_model and not target.owner):
+            return True  # auth off, or the usual caller: asked on every request
+        return self._auth is None or self._auth.visible(principal, target.model, target.owner)
 
     def _request_id(self, scope: Scope) -> str:
         given = scope.headers.get("x-request-id")
@@ -160,7 +158,15 @@ class GatewayApp:
 
     async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
         started = self._clock()
-        principal = await self._authenticate(scope)
+        # `_authenticate` without its coroutine where it would await nothing (auth off,
+        # or a key used before): the usual request pays a dictionary lookup only.
+        auth = self._auth
+        principal = (
+            None
+            if auth is None
+            else auth.known(scope.headers.get("authorization"), self._wall_clock())
+            or await self._authenticate(scope)
+        )
         raw = await self._read_body(scope, proto)
         request = parse_request(kind, raw)
         session = scope.headers.get(self._session_header)
@@ -191,7 +197,7 @@ class GatewayApp:
                 queued_at = self._clock()
                 await self._flow.wait(target.model, band)
                 if request.account is not None:
-                    request.account.queued_s = self._clock() - queued_at
+                    request.account = request.account._replace(queued_s=self._clock() - queued_at)
             self._flow.dispatched(target.model, band)
             request.engine_priority = self._flow.engine_priority(band)
             try:
@@ -214,9 +220,9 @@ class GatewayApp:
         counted = self._auth.admit(principal, estimate, self._wall_clock())
         header, metadata = scope.headers.get(_TAGS_HEADER), request.body.get("metadata")
         if not header and not metadata:
-            return Account(principal, counted, NO_TAGS)
+            return new_account((principal, counted, NO_TAGS, 0.0))
         tags = parse_tags(header, metadata if isinstance(metadata, dict) else None)
-        return Account(principal, counted, tags)
+        return new_account((principal, counted, tags, 0.0))
 
     def _list_models(self, proto: HTTPProtocol, path: str, principal: Principal | None) -> None:
         allowed = None if principal is None or self._auth is None else self._allowed(principal)

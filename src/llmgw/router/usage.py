@@ -10,12 +10,13 @@ accountant must never become a stalled request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
@@ -31,17 +32,21 @@ NO_TAGS: Mapping[str, str] = MappingProxyType({})
 """The tags of a request without any: one read-only mapping shared by them all."""
 
 
-@dataclass(slots=True)
-class Account:
+class Account(NamedTuple):
     """Who a request is charged to, with auth on: the caller, the prompt tokens its
     limits were charged at admission (replaced by the real count once known), its tags,
-    and how long it queued."""
+    and how long it queued. A tuple, made with `new_account`: one per request."""
 
     principal: Principal
     counted_tokens: int
     tags: Mapping[str, str]
     """The request's tags, read-only from here on (`NO_TAGS` without any)."""
-    queued_s: float = 0.0
+    queued_s: float
+
+
+new_account = functools.partial(tuple.__new__, Account)
+"""An `Account` from a tuple of its fields, without the Python-level constructor a named
+tuple's class call goes through."""
 
 
 @dataclass(slots=True)

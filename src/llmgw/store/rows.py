@@ -4,7 +4,7 @@ layers above never hold a database row or a session."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 ScopeKind = Literal["org", "team", "project", "user"]
 SCOPE_KINDS: tuple[ScopeKind, ...] = ("org", "team", "project", "user")
@@ -73,23 +73,41 @@ class Membership:
     created_at: float = 0.0
 
 
-class UsageRow(NamedTuple):
-    """One request's usage record, its fields in the store's column order, so a batch
-    goes to the driver as it is. A tuple: one is made per request, and a tuple of plain
-    values is cheaper to build than an object and drops out of the garbage collector's
-    sight while it waits in the buffer."""
+RecordKey = tuple[str | None, str | None, str | None, str | None, str | None, str, int, bool]
+"""What the usage records of one caller, model, status and streaming share, in the
+columns' order: key, user, project, team and org ids, model, status, stream."""
+RecordValues = tuple[float, str, str, int, int, int, float, float, float, str]
+"""The rest of one request's record, in the columns' order: ts, request id, replica,
+prompt and completion tokens, cost in micro-units, seconds queued, to the first byte
+(`NO_TTFT` when not streamed) and in all, and the tags as a JSON object's text
+(`NO_TAGS_TEXT` without any). A plain tuple: one is made per answered request, and a tuple
+of plain values is the cheapest thing to build that drops out of the garbage
+collector's sight while it waits in the buffer."""
+NO_TTFT: Final = -1.0
+NO_TAGS_TEXT: Final = ""
+"""What a record holds for "none" where its column holds NULL: the INSERTs turn them
+into NULL. Not None itself, because binding None costs the sqlite3 module a lookup of
+an adapter (a tuple built, a dictionary searched, a call), a tenth of a record's cost."""
+Records = dict[RecordKey, list[RecordValues]]
+"""Usage records as they are written: grouped by what they share, which is bound once
+per statement rather than once per record."""
 
-    ts: float
-    request_id: str
+
+class UsageRow(NamedTuple):
+    """One whole usage record (a `RecordKey` followed by its `RecordValues`), for what
+    reads or makes records one at a time rather than as the request path batches them."""
+
     key_id: str | None
     user_id: str | None
     project_id: str | None
     team_id: str | None
     org_id: str | None
     model: str
-    replica: str
     status: int
     stream: bool
+    ts: float
+    request_id: str
+    replica: str
     prompt_tokens: int
     completion_tokens: int
     cost_micros: int
@@ -98,6 +116,10 @@ class UsageRow(NamedTuple):
     duration_s: float
     tags: str | None
     """The tags as a JSON object's text; None without any."""
+
+
+RECORD_KEY_SIZE: Final = 8
+"""How many of `UsageRow`'s fields make its `RecordKey`."""
 
 
 @dataclass(frozen=True, slots=True)

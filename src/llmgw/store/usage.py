@@ -8,9 +8,8 @@ budgets read, and stay.
 from __future__ import annotations
 
 import functools
-import operator
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
@@ -20,7 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import schema
 from llmgw.store.engine import SqliteWorker, sqlite_file, transaction
-from llmgw.store.rows import UsageRow, UsageTotal
+from llmgw.store.rows import (
+    NO_TAGS_TEXT,
+    NO_TTFT,
+    RECORD_KEY_SIZE,
+    Records,
+    RecordValues,
+    UsageRow,
+    UsageTotal,
+)
 
 BUCKET_SECONDS = 300
 GROUPS: dict[str, str] = {
@@ -102,34 +109,70 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
     return sums
 
 
+def group_rows(rows: Iterable[UsageRow]) -> Records:
+    """Whole records grouped as `write_batch` takes them (None as `NO_TTFT`, `NO_TAGS_TEXT`)."""
+    records: Records = {}
+    for row in rows:
+        values: RecordValues = (
+            row.ts,
+            row.request_id,
+            row.replica,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.cost_micros,
+            row.queue_s,
+            NO_TTFT if row.ttft_s is None else row.ttft_s,
+            row.duration_s,
+            NO_TAGS_TEXT if row.tags is None else row.tags,
+        )
+        records.setdefault(row[:RECORD_KEY_SIZE], []).append(values)
+    return records
+
+
 _RECORD_COLUMNS = UsageRow._fields
+_KEY_COLUMNS = _RECORD_COLUMNS[:RECORD_KEY_SIZE]
+_VALUE_COLUMNS = _RECORD_COLUMNS[RECORD_KEY_SIZE:]
+_NONE_AS = {"ttft_s": (repr(NO_TTFT), "double precision"), "tags": (repr(NO_TAGS_TEXT), "text")}
+"""The columns whose "none" a record holds as a value of their own type (rows.NO_TTFT),
+with that type as PostgreSQL names it."""
+
+
+def _stored(column: str, placeholder: str, *, typed: bool = False) -> str:
+    """What an INSERT stores in `column` from the parameter `placeholder` (cast to the
+    column's type where `typed`, for PostgreSQL, which must know a parameter's type)."""
+    none = _NONE_AS.get(column)
+    if none is None:
+        return placeholder
+    value, type_name = none
+    return f"NULLIF({placeholder}::{type_name}, {value})" if typed else f"NULLIF({placeholder}, {value})"
 
 
 _POSTGRES_INSERT_RECORD = (
     f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) "
-    f"VALUES ({', '.join(f'${i}' for i in range(1, len(_RECORD_COLUMNS) + 1))})"
+    f"VALUES ({', '.join(_stored(c, f'${i}', typed=True) for i, c in enumerate(_RECORD_COLUMNS, 1))})"
 )
 """PostgreSQL's INSERT of one record (asyncpg's executemany pipelines a batch of them).
 Records are the one write per request, so they skip SQLAlchemy's per-row parameter
 processing, which cost more than the database's own work (bench/auth/usage_writes.py)."""
 
 
-_SHARED = ("key_id", "user_id", "project_id", "team_id", "org_id", "model", "status", "stream")
-_SHARED_COLUMNS = tuple(c for c in _RECORD_COLUMNS if c in _SHARED)
-"""The columns records from one caller, to one model, with one status mostly share."""
-_OWN_COLUMNS = tuple(c for c in _RECORD_COLUMNS if c not in _SHARED_COLUMNS)
-_shared_of = operator.itemgetter(*(_RECORD_COLUMNS.index(c) for c in _SHARED_COLUMNS))
-_own_of = operator.itemgetter(*(_RECORD_COLUMNS.index(c) for c in _OWN_COLUMNS))
+def _power_of_two_to(n: int) -> int:
+    """The largest power of two not over `n` (at least 1)."""
+    return 1 << (n.bit_length() - 1)
+
 
 _SQLITE_MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
-SQLITE_ROWS_PER_INSERT = min(256, (_SQLITE_MAX_PARAMETERS - len(_SHARED_COLUMNS)) // len(_OWN_COLUMNS))
-"""Records per INSERT statement on SQLite, within its limit of parameters a statement."""
+SQLITE_ROWS_PER_INSERT = _power_of_two_to(
+    min(256, (_SQLITE_MAX_PARAMETERS - len(_KEY_COLUMNS)) // len(_VALUE_COLUMNS))
+)
+"""Records per INSERT statement on SQLite at most: a power of two within its limit of
+parameters a statement (256 where that is 32,766)."""
 
 
 @functools.cache
 def _insert_shared_sql(rows: int) -> str:
-    """SQLite's INSERT of `rows` records that share `_SHARED_COLUMNS`: those bound once,
-    the rest per record in a VALUES list (whose columns SQLite names column1, …).
+    """SQLite's INSERT of `rows` records of one `RecordKey`: its values bound once, the
+    rest per record in a VALUES list (whose columns SQLite names column1, …).
 
     Many records a statement: the sqlite3 module lets go of the GIL around every
     statement step, so an executemany of a batch hands the interpreter back and forth
@@ -139,28 +182,29 @@ def _insert_shared_sql(rows: int) -> str:
     sqlite3 module costs about as much as SQLite's storing it (19,400 against 12,200
     instructions a record of the router benchmark's, in isolation)."""
     select = ", ".join(
-        "?" if column in _SHARED_COLUMNS else f"column{_OWN_COLUMNS.index(column) + 1}"
-        for column in _RECORD_COLUMNS
+        ["?"] * len(_KEY_COLUMNS) + [_stored(c, f"column{i}") for i, c in enumerate(_VALUE_COLUMNS, 1)]
     )
-    values = ", ".join(["(" + ", ".join("?" for _ in _OWN_COLUMNS) + ")"] * rows)
+    values = ", ".join(["(" + ", ".join("?" for _ in _VALUE_COLUMNS) + ")"] * rows)
     return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) SELECT {select} FROM (VALUES {values})"
 
 
-def _sqlite_inserts(rows: Sequence[UsageRow]) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """The records' INSERTs on SQLite with their parameters: per set of shared values
-    (the `?`s of the SELECT come first, in the columns' order), at most
-    `SQLITE_ROWS_PER_INSERT` records each."""
-    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-    for row in rows:
-        shared = _shared_of(row)
-        own = groups.get(shared)
-        if own is None:
-            own = groups[shared] = []
-        own.append(_own_of(row))
-    for shared, own in groups.items():
-        for start in range(0, len(own), SQLITE_ROWS_PER_INSERT):
-            part = own[start : start + SQLITE_ROWS_PER_INSERT]
-            yield _insert_shared_sql(len(part)), shared + tuple(chain.from_iterable(part))
+def _sqlite_inserts(records: Records) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The records' INSERTs on SQLite with their parameters: per `RecordKey` (bound
+    first), `SQLITE_ROWS_PER_INSERT` records each, and the rest in statements of fewer,
+    each a power of two (300 records: 256, 32, 8 and 4).
+
+    Powers of two because preparing a statement of many rows costs SQLite more than
+    running it (3 million instructions for 128 rows, 23,000 a row): with the size of the
+    last statement of a batch free, nearly every batch would bring one the sqlite3
+    module's cache of 128 statements does not hold. Nine sizes it always holds."""
+    for key, values in records.items():
+        start, left = 0, len(values)
+        while left:
+            rows = min(SQLITE_ROWS_PER_INSERT, _power_of_two_to(left))
+            part = values[start : start + rows]
+            yield _insert_shared_sql(rows), key + tuple(chain.from_iterable(part))
+            start += rows
+            left -= rows
 
 
 _SUM_KEYS = ("bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model")
@@ -209,10 +253,10 @@ class UsageRepo:
         if self._sqlite is not None:
             await self._sqlite.close()
 
-    async def write_batch(self, rows: Sequence[UsageRow], sums: Sums, spend: SpendDeltas) -> None:
+    async def write_batch(self, records: Records, sums: Sums, spend: SpendDeltas) -> None:
         """Records, their five-minute sums (`five_minute_sums` of them, or gathered as
         they were made) and their spend, in one transaction."""
-        if not rows:
+        if not records:
             return
         # Sorted, so concurrent writers lock the same rows in the same order.
         sum_rows = sorted((*key, *values) for key, values in sums.items())
@@ -220,16 +264,17 @@ class UsageRepo:
         if self._sqlite is not None:
             # The whole transaction in one call on the writer's thread: one hop to it a
             # batch, where the engine makes one a statement (SqliteWorker).
-            await self._sqlite.transaction(functools.partial(self._write_sqlite, rows, sum_rows, deltas))
+            await self._sqlite.transaction(functools.partial(self._write_sqlite, records, sum_rows, deltas))
             return
         async with transaction(self._engine) as conn:
             if self._postgres:
                 # Usage may lose its last fraction of a second to a server crash; not
                 # waiting for the WAL flush at every batch is worth that.
                 await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+                rows = [key + own for key, values in records.items() for own in values]
                 await conn.exec_driver_sql(_POSTGRES_INSERT_RECORD, rows)
             else:
-                for sql, values in _sqlite_inserts(rows):
+                for sql, values in _sqlite_inserts(records):
                     await conn.exec_driver_sql(sql, values)
             await conn.exec_driver_sql(self._add_sums, sum_rows)
             if deltas:
@@ -237,13 +282,13 @@ class UsageRepo:
 
     def _write_sqlite(
         self,
-        rows: Sequence[UsageRow],
+        records: Records,
         sum_rows: list[tuple[Any, ...]],
         deltas: list[tuple[str, str, int, int]],
         conn: sqlite3.Connection,
     ) -> None:
         """`write_batch`'s statements on the writer's thread, inside its transaction."""
-        for sql, values in _sqlite_inserts(rows):
+        for sql, values in _sqlite_inserts(records):
             conn.execute(sql, values)
         conn.executemany(self._add_sums, sum_rows)
         if deltas:

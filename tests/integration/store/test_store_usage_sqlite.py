@@ -18,13 +18,13 @@ import pytest
 from llmgw.errors import StoreConflict, StoreUnavailable
 from llmgw.store import Store, UsageRow
 from llmgw.store import engine as store_engine
-from llmgw.store.usage import SQLITE_ROWS_PER_INSERT, five_minute_sums
+from llmgw.store.usage import SQLITE_ROWS_PER_INSERT, five_minute_sums, group_rows
 
 NOW = 1_800_000_000.0
 DAY = ("project:p", "day", 1_799_971_200)
 
 
-ROW = UsageRow(NOW, "", "k1", None, "p", "t", "o", "m1", "r1", 200, True, 10, 5, 7, 0.0, 0.1, 0.5, None)
+ROW = UsageRow("k1", None, "p", "t", "o", "m1", 200, True, NOW, "", "r1", 10, 5, 7, 0.0, 0.1, 0.5, None)
 
 
 def records(prefix: str, count: int) -> list[UsageRow]:
@@ -40,7 +40,7 @@ async def write(
 ) -> None:
     if spend is None:
         spend = {DAY: sum(row.cost_micros for row in rows)}
-    await store.usage.write_batch(rows, five_minute_sums(rows), spend)
+    await store.usage.write_batch(group_rows(rows), five_minute_sums(rows), spend)
 
 
 async def contents(store: Store) -> tuple[int, tuple[int, int, int], dict[tuple[str, str, int], int]]:
@@ -158,20 +158,20 @@ def test_every_value_of_a_mixed_batch_comes_back_as_written(tmp_path: Path) -> N
         streamed = i % 2 == 0
         rows.append(
             UsageRow(
-                NOW + i + 0.5,
-                f"b-{i}",
                 *personal,
-                "m2" if i % 3 else "m1",
-                "r2",
-                429 if i % 5 == 0 else 200,
-                streamed,
-                i,
-                2 * i,
-                3 * i,
-                0.25,
-                0.01 * i if streamed else None,
-                1.5,
-                f'{{"run": "n{i}"}}' if i % 4 == 0 else None,
+                model="m2" if i % 3 else "m1",
+                status=429 if i % 5 == 0 else 200,
+                stream=streamed,
+                ts=NOW + i + 0.5,
+                request_id=f"b-{i}",
+                replica="r2",
+                prompt_tokens=i,
+                completion_tokens=2 * i,
+                cost_micros=3 * i,
+                queue_s=0.25,
+                ttft_s=0.01 * i if streamed else None,
+                duration_s=1.5,
+                tags=f'{{"run": "n{i}"}}' if i % 4 == 0 else None,
             )
         )
 

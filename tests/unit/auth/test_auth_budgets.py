@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from llmgw.auth.budgets import (
+    BudgetCheck,
     BudgetLedger,
     BudgetRule,
     SpendKey,
@@ -38,10 +39,10 @@ def test_a_budget_is_spent_when_spend_reaches_it() -> None:
     ledger = BudgetLedger()
     rule = BudgetRule("project:p", 1000, "day", "project")
     ledger.charge(spend_deltas(["project:p"], 999, now))
-    assert ledger.exceeded([rule], now) is None
+    assert ledger.exceeded(BudgetCheck((rule,)), now) is None
     ledger.charge(spend_deltas(["project:p"], 1, now))
-    assert ledger.exceeded([rule], now) is rule
-    assert ledger.exceeded([rule], ts(2026, 5, 6, 0, 0, 1)) is None  # a new day
+    assert ledger.exceeded(BudgetCheck((rule,)), now) is rule
+    assert ledger.exceeded(BudgetCheck((rule,)), ts(2026, 5, 6, 0, 0, 1)) is None  # a new day
 
 
 def test_written_spend_moves_to_known_and_a_pull_replaces_it() -> None:
@@ -76,23 +77,26 @@ def test_costs_summed_per_payer_and_day_spread_as_each_request_would() -> None:
 
 
 def test_a_remembered_verdict_follows_every_change_of_spend() -> None:
-    # The gateway asks with the same principal's rules on every request; the verdict is
-    # remembered for them, and must change as soon as spend or the day does.
+    # The gateway asks with the same principal's check on every request; the verdict is
+    # remembered in it, and must change as soon as spend or the day does, and never be
+    # taken for another ledger's.
     now = ts(2026, 5, 5, 12)
     ledger = BudgetLedger()
     rules = (BudgetRule("team:t", 1000, "day", "team"), BudgetRule("org:o", 5000, "month", "org"))
-    assert ledger.exceeded(rules, now) is None
+    check = BudgetCheck(rules)
+    assert ledger.exceeded(check, now) is None
     ledger.charge(spend_deltas(("team:t", "org:o"), 1000, now))
-    assert ledger.exceeded(rules, now) is rules[0]
-    assert ledger.exceeded(rules, ts(2026, 5, 6, 0, 0, 1)) is None  # the next day
+    assert ledger.exceeded(check, now) is rules[0]
+    assert ledger.exceeded(check, ts(2026, 5, 6, 0, 0, 1)) is None  # the next day
+    assert ledger.exceeded(check, now) is rules[0]  # and back: the day is part of the verdict
     ledger.pulled({}, now)  # the store knows nothing of it: the unwritten spend stays
-    assert ledger.exceeded(rules, now) is rules[0]
+    assert ledger.exceeded(check, now) is rules[0]
     ledger.pulled({("org:o", "month", int(ts(2026, 5, 1))): 9000}, now)
-    assert ledger.exceeded(rules, now) is rules[0]
+    assert ledger.exceeded(check, now) is rules[0]
     deltas = spend_deltas(["team:t", "org:o"], 1000, now)
     ledger.written(deltas)
     assert ledger.spent("org:o", "month", now) == 10_000
     fresh = BudgetLedger()
-    assert fresh.exceeded(rules, now) is None
+    assert fresh.exceeded(check, now) is None
     fresh.pulled({("org:o", "month", int(ts(2026, 5, 1))): 5000}, now)
-    assert fresh.exceeded(rules, now) is rules[1]
+    assert fresh.exceeded(check, now) is rules[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmgw.auth.limiter import REQUESTS, TOKENS, LimitRule, SharedCounters
+from llmgw.auth.limiter import REQUESTS, TOKENS, LimitRule, Meter, SharedCounters
 
 RULE = LimitRule("key:k1", 100, "key")
 T0 = 6000.0  # the start of a window
@@ -146,8 +146,8 @@ def test_a_gateway_late_with_its_exchanges_is_bet_on_for_all_its_silence() -> No
 
 def test_take_admits_exactly_the_limit_spending_allowances() -> None:
     counters = SharedCounters()
-    rpm, tpm = LimitRule("project:p", 100, "project"), LimitRule("project:p", 10_000, "project")
-    admitted = sum(counters.take(rpm, tpm, 30, T0 + i * 0.01) for i in range(300))
+    meter = Meter(LimitRule("project:p", 100, "project"), LimitRule("project:p", 10_000, "project"))
+    admitted = sum(counters.take(meter, 30, T0 + i * 0.01) for i in range(300))
     assert admitted == 100
     assert counters.counted("project:p", T0 + 3) == (100, 3000)
 
@@ -158,21 +158,22 @@ def test_an_allowance_does_not_outlive_an_exchange_that_brings_others_counts() -
     store = FakeStore()
     a, b = SharedCounters(), SharedCounters()
     rule = LimitRule("project:p", 100, "project")
-    assert a.take(rule, None, 0, T0)
+    meter_a, meter_b = Meter(rule, None), Meter(rule, None)
+    assert a.take(meter_a, 0, T0)
     for i in range(60):
-        assert b.take(rule, None, 0, T0 + 0.001 * i)
+        assert b.take(meter_b, 0, T0 + 0.001 * i)
     store.exchange("b", b, T0 + 0.1, 2)
     store.exchange("a", a, T0 + 0.1, 2)
-    admitted_after = sum(a.take(rule, None, 0, T0 + 0.2 + 0.001 * i) for i in range(100))
+    admitted_after = sum(a.take(meter_a, 0, T0 + 0.2 + 0.001 * i) for i in range(100))
     assert 1 + 60 + admitted_after <= 100 + 1  # at most one over: the first after an exchange
 
 
 def test_a_correction_takes_back_the_allowance() -> None:
     counters = SharedCounters()
-    tpm = LimitRule("team:t", 1000, "team")
-    assert counters.take(None, tpm, 100, T0)
+    meter = Meter(None, LimitRule("team:t", 1000, "team"))
+    assert counters.take(meter, 100, T0)
     counters.add("team:t", 0, 850, T0 + 1)  # the answer was far longer than estimated
-    assert not counters.take(None, tpm, 100, T0 + 2)
+    assert not counters.take(meter, 100, T0 + 2)
 
 
 @pytest.mark.parametrize("gateways", [1, 3])
@@ -181,14 +182,15 @@ def test_take_judges_and_counts_as_judge_and_add_do(gateways: int) -> None:
     RPM and TPM (one scope) and apart, through refusals and a window boundary."""
     rpm, tpm = LimitRule("project:p", 50, "project"), LimitRule("project:p", 4000, "project")
     key_rpm = LimitRule("key:k", 30, "key")
+    project_meter, key_meter = Meter(rpm, tpm), Meter(key_rpm, tpm)
     fast, slow = SharedCounters(), SharedCounters()
     for counters in (fast, slow):
         counters.gateways = gateways
     for i in range(400):
         now = T0 + i * 0.4
         cost = 40 + i % 70
-        requests_rule = key_rpm if i % 3 else rpm
-        taken = fast.take(requests_rule, tpm, cost, now)
+        requests_rule, meter = (key_rpm, key_meter) if i % 3 else (rpm, project_meter)
+        taken = fast.take(meter, cost, now)
         verdicts = [slow.judge(requests_rule, REQUESTS, 1, now), slow.judge(tpm, TOKENS, cost, now)]
         assert taken == all(v.allowed for v in verdicts)
         if taken:

@@ -5,13 +5,13 @@ known once written."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from llmgw.auth.budgets import BudgetLedger, SpendKey, day_of, spread_spend
 from llmgw.auth.usage import UsageChunk, UsageWriter
 from llmgw.errors import StoreUnavailable
-from llmgw.store.rows import UsageRow
-from llmgw.store.usage import Sums, five_minute_sums
+from llmgw.store.rows import Records, UsageRow
+from llmgw.store.usage import Sums, five_minute_sums, group_rows
 
 NOW = 1_800_000_000.0
 DAY_START = int(NOW // 86_400) * 86_400
@@ -26,10 +26,10 @@ class Repo:
         self.spend: dict[SpendKey, int] = {}
         self.down = False
 
-    async def write_batch(self, rows: Sequence[UsageRow], sums: Sums, spend: Mapping[SpendKey, int]) -> None:
+    async def write_batch(self, records: Records, sums: Sums, spend: Mapping[SpendKey, int]) -> None:
         if self.down:
             raise StoreUnavailable("down")
-        self.batches.append(len(rows))
+        self.batches.append(sum(map(len, records.values())))
         self.requests += sum(values[0] for values in sums.values())
         for key, cost in spend.items():
             self.spend[key] = self.spend.get(key, 0) + cost
@@ -37,7 +37,7 @@ class Repo:
 
 def row(i: int, cost: int = 0) -> UsageRow:
     return UsageRow(
-        NOW, f"r{i}", "k", None, "p", "t", "o", "m", "rep", 200, False, 1, 1, cost, 0.0, None, 0.1, None
+        "k", None, "p", "t", "o", "m", 200, False, NOW, f"r{i}", "rep", 1, 1, cost, 0.0, None, 0.1, None
     )
 
 
@@ -45,7 +45,7 @@ def chunk(rows: list[UsageRow], scopes: tuple[str, ...] = (), *, charged: bool =
     """Records as the gate hands them over: with their sums and spend."""
     total = sum(r.cost_micros for r in rows)
     spend = spread_spend({(scopes, day_of(NOW)): total}) if scopes and total else {}
-    return UsageChunk(rows, five_minute_sums(rows), spend, spend if charged else {})
+    return UsageChunk(group_rows(rows), five_minute_sums(rows), spend, spend if charged else {})
 
 
 def writer(repo: Repo, ledger: BudgetLedger, buffer_size: int = 10) -> UsageWriter:
@@ -103,6 +103,9 @@ def test_a_refused_batch_goes_back_and_is_written_later() -> None:
         await asyncio.gather(task, return_exceptions=True)
         assert w.counts.written == 6
         assert w.counts.dropped == 0
+        # The chunks went back as they were offered: the failed batch had merged their
+        # records (all of one caller and model) into one list, not into the first chunk's.
+        assert sum(repo.batches) == 6
 
     asyncio.run(scenario())
 
