@@ -66,7 +66,7 @@ def row(i: int) -> UsageRow:
         queue_s=0.002,
         ttft_s=0.05,
         duration_s=0.8,
-        tags='{"run":"bench"}',
+        tags={"run": "bench"},
     )
 
 

@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NoReturn
 
-import orjson
-
 from llmgw.auth import windows
 from llmgw.auth.budgets import (
     BudgetLedger,
@@ -57,7 +55,7 @@ from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
 from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
 from llmgw.store import KeyRow, Store
-from llmgw.store.rows import NO_TAGS_TEXT, NO_TTFT, SCOPE_KINDS, RecordValues, Scope
+from llmgw.store.rows import SCOPE_KINDS, RecordValues, Scope
 from llmgw.store.usage import BUCKET_SECONDS, add_to_sums, sum_key
 
 log = logging.getLogger(__name__)
@@ -448,9 +446,6 @@ class AuthGate:
                 prompt, completion = tokens.prompt, tokens.completion
             if tags:
                 tagged.append((tags, prompt, completion))
-                tags_json = orjson.dumps(tags).decode()
-            else:
-                tags_json = NO_TAGS_TEXT
             first_byte = record.first_byte
             values.append(
                 (
@@ -462,9 +457,9 @@ class AuthGate:
                     # Micro-units: prices are per thousand tokens.
                     (prompt * prompt_price + completion * completion_price) // 1000,
                     queued,
-                    NO_TTFT if first_byte is None else first_byte - started,
+                    None if first_byte is None else first_byte - started,
                     ended - started,
-                    tags_json,
+                    tags or None,
                 )
             )
             counted += estimate

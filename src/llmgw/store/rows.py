@@ -3,6 +3,7 @@ layers above never hold a database row or a session."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
@@ -76,18 +77,13 @@ class Membership:
 RecordKey = tuple[str | None, str | None, str | None, str | None, str | None, str, int, bool]
 """What the usage records of one caller, model, status and streaming share, in the
 columns' order: key, user, project, team and org ids, model, status, stream."""
-RecordValues = tuple[float, str, str, int, int, int, float, float, float, str]
-"""The rest of one request's record, in the columns' order: ts, request id, replica,
-prompt and completion tokens, cost in micro-units, seconds queued, to the first byte
-(`NO_TTFT` when not streamed) and in all, and the tags as a JSON object's text
-(`NO_TAGS_TEXT` without any). A plain tuple: one is made per answered request, and a tuple
-of plain values is the cheapest thing to build that drops out of the garbage
-collector's sight while it waits in the buffer."""
-NO_TTFT: Final = -1.0
-NO_TAGS_TEXT: Final = ""
-"""What a record holds for "none" where its column holds NULL: the INSERTs turn them
-into NULL. Not None itself, because binding None costs the sqlite3 module a lookup of
-an adapter (a tuple built, a dictionary searched, a call), a tenth of a record's cost."""
+RecordValues = tuple[float, str, str, int, int, int, float, float | None, float, Mapping[str, str] | None]
+"""The rest of one request's record, in `RECORD_FIELDS`' order: ts, request id,
+replica, prompt and completion tokens, cost in micro-units, seconds queued, to the first
+byte (None when not streamed) and in all, and its tags (None without any). A plain
+tuple: one is made per answered request, and a tuple of plain values is the cheapest
+thing to build that drops out of the garbage collector's sight while it waits in the
+buffer."""
 Records = dict[RecordKey, list[RecordValues]]
 """Usage records as they are written: grouped by what they share, which is bound once
 per statement rather than once per record."""
@@ -114,12 +110,14 @@ class UsageRow(NamedTuple):
     queue_s: float
     ttft_s: float | None
     duration_s: float
-    tags: str | None
-    """The tags as a JSON object's text; None without any."""
+    tags: Mapping[str, str] | None
+    """None without any."""
 
 
 RECORD_KEY_SIZE: Final = 8
 """How many of `UsageRow`'s fields make its `RecordKey`."""
+RECORD_FIELDS: tuple[str, ...] = UsageRow._fields[RECORD_KEY_SIZE:]
+"""The names of a `RecordValues`' fields, as a stored batch's JSON array holds them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,28 +101,26 @@ api_keys = sa.Table(
     sa.Column("updated_at", Seconds, nullable=False, index=True),
 )
 
-usage_records = sa.Table(
-    "usage_records",
+# Usage records, a row per batch of records alike (migration 0008): what they share in
+# columns, and each record's own values in a JSON array (store.usage.RECORD_FIELDS), so a
+# batch of a few hundred records is one row to write, not a few hundred. The view
+# `usage_records` (made by the migration, not here) shows them a record to a row.
+usage_batches = sa.Table(
+    "usage_batches",
     metadata,
     sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("ts", Seconds, nullable=False, index=True),
-    sa.Column("request_id", sa.Text, nullable=False),  # random: an index costs every write (0007)
     sa.Column("key_id", sa.Text, nullable=True),
     sa.Column("user_id", sa.Text, nullable=True),
     sa.Column("project_id", sa.Text, nullable=True),
     sa.Column("team_id", sa.Text, nullable=True),
     sa.Column("org_id", sa.Text, nullable=True),
     sa.Column("model", sa.Text, nullable=False),
-    sa.Column("replica", sa.Text, nullable=False),
     sa.Column("status", sa.Integer, nullable=False),
     sa.Column("stream", sa.Boolean, nullable=False),
-    sa.Column("prompt_tokens", sa.Integer, nullable=False),
-    sa.Column("completion_tokens", sa.Integer, nullable=False),
-    sa.Column("cost_micros", sa.BigInteger, nullable=False),
-    sa.Column("queue_s", Seconds, nullable=False),
-    sa.Column("ttft_s", Seconds, nullable=True),
-    sa.Column("duration_s", Seconds, nullable=False),
-    sa.Column("tags", sa.Text, nullable=True),
+    sa.Column("first_ts", Seconds, nullable=False),
+    sa.Column("last_ts", Seconds, nullable=False, index=True),
+    sa.Column("record_count", sa.Integer, nullable=False),
+    sa.Column("records", sa.Text, nullable=False),
 )
 
 # Five-minute sums (added by migration 0002). The empty string stands for "none" in the

@@ -1,16 +1,23 @@
 """Usage in the store: per-request records, their five-minute sums, and the budgets'
 spend ledger, all written by one transaction per batch so they never disagree.
 
-Pruning (`usage_retention`) deletes records only; sums and spend are what totals and
-budgets read, and stay.
+Records are kept a batch to a row (`usage_batches`, migration 0008): the records of one
+written batch that share a `RecordKey` in one row, their own values in a JSON array.
+The store's work is then a row per caller, model and status in a batch rather than a
+row per request, which cost more than everything else auth does for a request. They
+are read a batch at a time (`records`), and the view `usage_records` shows them a
+record to a row for SQL.
+
+Pruning (`usage_retention`) deletes records only, whole batches by their newest record;
+sums and spend are what totals and budgets read, and stay.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -19,15 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import schema
 from llmgw.store.engine import SqliteWorker, sqlite_file, transaction
-from llmgw.store.rows import (
-    NO_TAGS_TEXT,
-    NO_TTFT,
-    RECORD_KEY_SIZE,
-    Records,
-    RecordValues,
-    UsageRow,
-    UsageTotal,
-)
+from llmgw.store.rows import RECORD_FIELDS, RECORD_KEY_SIZE, Records, RecordValues, UsageRow, UsageTotal
 
 BUCKET_SECONDS = 300
 GROUPS: dict[str, str] = {
@@ -110,101 +109,78 @@ def five_minute_sums(rows: Iterable[UsageRow]) -> Sums:
 
 
 def group_rows(rows: Iterable[UsageRow]) -> Records:
-    """Whole records grouped as `write_batch` takes them (None as `NO_TTFT`, `NO_TAGS_TEXT`)."""
+    """Whole records grouped as `write_batch` takes them."""
     records: Records = {}
     for row in rows:
-        values: RecordValues = (
-            row.ts,
-            row.request_id,
-            row.replica,
-            row.prompt_tokens,
-            row.completion_tokens,
-            row.cost_micros,
-            row.queue_s,
-            NO_TTFT if row.ttft_s is None else row.ttft_s,
-            row.duration_s,
-            NO_TAGS_TEXT if row.tags is None else row.tags,
-        )
-        records.setdefault(row[:RECORD_KEY_SIZE], []).append(values)
+        records.setdefault(row[:RECORD_KEY_SIZE], []).append(row[RECORD_KEY_SIZE:])
     return records
 
 
-_RECORD_COLUMNS = UsageRow._fields
-_KEY_COLUMNS = _RECORD_COLUMNS[:RECORD_KEY_SIZE]
-_VALUE_COLUMNS = _RECORD_COLUMNS[RECORD_KEY_SIZE:]
-_NONE_AS = {"ttft_s": (repr(NO_TTFT), "double precision"), "tags": (repr(NO_TAGS_TEXT), "text")}
-"""The columns whose "none" a record holds as a value of their own type (rows.NO_TTFT),
-with that type as PostgreSQL names it."""
+_KEY_COLUMNS = UsageRow._fields[:RECORD_KEY_SIZE]
+_BATCH_COLUMNS = (*_KEY_COLUMNS, "first_ts", "last_ts", "record_count", "records")
+_TS = operator.itemgetter(0)
 
 
-def _stored(column: str, placeholder: str, *, typed: bool = False) -> str:
-    """What an INSERT stores in `column` from the parameter `placeholder` (cast to the
-    column's type where `typed`, for PostgreSQL, which must know a parameter's type)."""
-    none = _NONE_AS.get(column)
-    if none is None:
-        return placeholder
-    value, type_name = none
-    return f"NULLIF({placeholder}::{type_name}, {value})" if typed else f"NULLIF({placeholder}, {value})"
+def _insert_batch_sql(paramstyle: str) -> str:
+    """The INSERT of one batch row, in the driver's parameter style."""
+    if paramstyle == "qmark":
+        marks = ", ".join("?" for _ in _BATCH_COLUMNS)
+    else:
+        marks = ", ".join(f"${i}" for i in range(1, len(_BATCH_COLUMNS) + 1))
+    return f"INSERT INTO usage_batches ({', '.join(_BATCH_COLUMNS)}) VALUES ({marks})"
 
 
-_POSTGRES_INSERT_RECORD = (
-    f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) "
-    f"VALUES ({', '.join(_stored(c, f'${i}', typed=True) for i, c in enumerate(_RECORD_COLUMNS, 1))})"
-)
-"""PostgreSQL's INSERT of one record (asyncpg's executemany pipelines a batch of them).
-Records are the one write per request, so they skip SQLAlchemy's per-row parameter
-processing, which cost more than the database's own work (bench/auth/usage_writes.py)."""
+def _plain(value: object) -> object:
+    """What orjson cannot write itself: a read-only mapping of tags."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not a usage record's value")
 
 
-def _power_of_two_to(n: int) -> int:
-    """The largest power of two not over `n` (at least 1)."""
-    return 1 << (n.bit_length() - 1)
-
-
-_SQLITE_MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
-SQLITE_ROWS_PER_INSERT = _power_of_two_to(
-    min(256, (_SQLITE_MAX_PARAMETERS - len(_KEY_COLUMNS)) // len(_VALUE_COLUMNS))
-)
-"""Records per INSERT statement on SQLite at most: a power of two within its limit of
-parameters a statement (256 where that is 32,766)."""
-
-
-@functools.cache
-def _insert_shared_sql(rows: int) -> str:
-    """SQLite's INSERT of `rows` records of one `RecordKey`: its values bound once, the
-    rest per record in a VALUES list (whose columns SQLite names column1, …).
-
-    Many records a statement: the sqlite3 module lets go of the GIL around every
-    statement step, so an executemany of a batch hands the interpreter back and forth
-    with the request path once per record, and one statement of many rows does it
-    once (3.9 against 6.1 µs a record, through the gateway's store layer). The shared
-    values once a statement rather than once a record: binding a value through the
-    sqlite3 module costs about as much as SQLite's storing it (19,400 against 12,200
-    instructions a record of the router benchmark's, in isolation)."""
-    select = ", ".join(
-        ["?"] * len(_KEY_COLUMNS) + [_stored(c, f"column{i}") for i, c in enumerate(_VALUE_COLUMNS, 1)]
-    )
-    values = ", ".join(["(" + ", ".join("?" for _ in _VALUE_COLUMNS) + ")"] * rows)
-    return f"INSERT INTO usage_records ({', '.join(_RECORD_COLUMNS)}) SELECT {select} FROM (VALUES {values})"
-
-
-def _sqlite_inserts(records: Records) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """The records' INSERTs on SQLite with their parameters: per `RecordKey` (bound
-    first), `SQLITE_ROWS_PER_INSERT` records each, and the rest in statements of fewer,
-    each a power of two (300 records: 256, 32, 8 and 4).
-
-    Powers of two because preparing a statement of many rows costs SQLite more than
-    running it (3 million instructions for 128 rows, 23,000 a row): with the size of the
-    last statement of a batch free, nearly every batch would bring one the sqlite3
-    module's cache of 128 statements does not hold. Nine sizes it always holds."""
+def _batch_rows(records: Records) -> list[tuple[Any, ...]]:
+    """The rows of `usage_batches` for records grouped by their key: the key, the first
+    and last times, the count, and the records' own values as one JSON array (what
+    each costs is encoding it, in C, rather than the store's binding and storing ten
+    values of it). Records of one key further apart than five minutes (a buffer that
+    outlasted a store outage) are split by five-minute bucket, so that pruning, which
+    goes by a batch's newest record, keeps none for long past `usage_retention`."""
+    rows = []
     for key, values in records.items():
-        start, left = 0, len(values)
-        while left:
-            rows = min(SQLITE_ROWS_PER_INSERT, _power_of_two_to(left))
-            part = values[start : start + rows]
-            yield _insert_shared_sql(rows), key + tuple(chain.from_iterable(part))
-            start += rows
-            left -= rows
+        if not values:
+            continue
+        first, last = min(map(_TS, values)), max(map(_TS, values))
+        if last - first <= BUCKET_SECONDS:
+            rows.append((*key, first, last, len(values), orjson.dumps(values, default=_plain).decode()))
+            continue
+        buckets: dict[int, list[RecordValues]] = {}
+        for one in values:
+            buckets.setdefault(bucket_of(one[0]), []).append(one)
+        for part in buckets.values():
+            rows.extend(_batch_rows({key: part}))
+    return rows
+
+
+def _unpacked(batch: Sequence[Any], since: float) -> list[dict[str, Any]]:
+    """The records of a `usage_batches` row (as `_BATCH_COLUMNS`) from `since` on, as
+    `records` gives them."""
+    key = dict(zip(_KEY_COLUMNS, batch[:RECORD_KEY_SIZE], strict=True))
+    key["stream"] = bool(key["stream"])
+    out = []
+    for values in orjson.loads(batch[-1]):
+        record = dict(zip(RECORD_FIELDS, values, strict=True))
+        if record["ts"] < since:
+            continue
+        for name in ("ts", "queue_s", "duration_s"):
+            record[name] = float(record[name])  # PostgreSQL's JSON writes 5.0 as 5
+        if record["ttft_s"] is not None:
+            record["ttft_s"] = float(record["ttft_s"])
+        record["tags"] = record["tags"] or {}
+        out.append(key | record)
+    return out
+
+
+RECORDS_PAGE = 200
+"""Batches read at a time when looking for the newest records."""
 
 
 _SUM_KEYS = ("bucket", "org_id", "team_id", "project_id", "user_id", "key_id", "model")
@@ -241,6 +217,7 @@ class UsageRepo:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._add_batch = _insert_batch_sql(engine.dialect.paramstyle)
         self._add_sums = _add_sums_sql(engine.dialect.paramstyle)
         self._add_spend = _add_spend_sql(engine.dialect.paramstyle)
         self._postgres = engine.dialect.name == "postgresql"
@@ -271,11 +248,7 @@ class UsageRepo:
                 # Usage may lose its last fraction of a second to a server crash; not
                 # waiting for the WAL flush at every batch is worth that.
                 await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-                rows = [key + own for key, values in records.items() for own in values]
-                await conn.exec_driver_sql(_POSTGRES_INSERT_RECORD, rows)
-            else:
-                for sql, values in _sqlite_inserts(records):
-                    await conn.exec_driver_sql(sql, values)
+            await conn.exec_driver_sql(self._add_batch, _batch_rows(records))
             await conn.exec_driver_sql(self._add_sums, sum_rows)
             if deltas:
                 await conn.exec_driver_sql(self._add_spend, deltas)
@@ -288,8 +261,7 @@ class UsageRepo:
         conn: sqlite3.Connection,
     ) -> None:
         """`write_batch`'s statements on the writer's thread, inside its transaction."""
-        for sql, values in _sqlite_inserts(records):
-            conn.execute(sql, values)
+        conn.executemany(self._add_batch, _batch_rows(records))
         conn.executemany(self._add_sums, sum_rows)
         if deltas:
             conn.executemany(self._add_spend, deltas)
@@ -310,11 +282,17 @@ class UsageRepo:
             return {(s, p, int(start)): int(cost) for s, p, start, cost in result}
 
     async def prune(self, before: float) -> int:
-        """Deletes records older than `before`; returns how many."""
-        table = schema.usage_records
+        """Deletes the batches of records whose newest is older than `before` (a record
+        older than that stays until the rest of its batch is too); returns how many
+        records."""
+        table = schema.usage_batches
+        old = table.c.last_ts < before
         async with transaction(self._engine) as conn:
-            result = await conn.execute(table.delete().where(table.c.ts < before))
-            return int(result.rowcount or 0)
+            count = await conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.sum(table.c.record_count), 0)).where(old)
+            )
+            await conn.execute(table.delete().where(old))
+            return int(count or 0)
 
     async def totals(self, by: str, since: float) -> list[UsageTotal]:
         """Sums from `since` on, grouped by one of `GROUPS`, largest cost first."""
@@ -333,22 +311,34 @@ class UsageRepo:
     async def records(
         self, *, limit: int, since: float = 0.0, key_id: str | None = None
     ) -> list[dict[str, Any]]:
-        """The newest records, most recent first (what `llmgw ctl request` reads)."""
-        table = schema.usage_records
-        query = table.select().where(table.c.ts >= since).order_by(table.c.ts.desc()).limit(limit)
+        """The newest records from `since` on (of one key, when given), most recent
+        first, at most `limit` (what `GET /api/usage/records` answers)."""
+        table = schema.usage_batches
+        query = sa.select(*(table.c[name] for name in _BATCH_COLUMNS)).where(table.c.last_ts >= since)
         if key_id is not None:
             query = query.where(table.c.key_id == key_id)
+        query = query.order_by(table.c.last_ts.desc(), table.c.id.desc())
+        found: list[dict[str, Any]] = []
         async with transaction(self._engine) as conn:
-            rows = (await conn.execute(query)).mappings().all()
-        out = []
-        for row in rows:
-            # Column names come back as a str subclass, which orjson will not take as keys.
-            item = {str(name): value for name, value in row.items()}
-            item["tags"] = orjson.loads(item["tags"]) if item["tags"] else {}
-            out.append(item)
-        return out
+            offset = 0
+            while True:
+                page = (await conn.execute(query.limit(RECORDS_PAGE).offset(offset))).all()
+                for batch in page:
+                    found.extend(_unpacked(batch, since))
+                found.sort(key=_newest, reverse=True)
+                del found[limit:]
+                # Batches come newest last record first: once `limit` are found and the
+                # next batches all end before the oldest of them, none has a newer one.
+                if len(page) < RECORDS_PAGE or (len(found) == limit and found[-1]["ts"] >= page[-1].last_ts):
+                    return found
+                offset += len(page)
 
     async def count_records(self) -> int:
+        table = schema.usage_batches
         async with transaction(self._engine) as conn:
-            result = await conn.execute(sa.select(sa.func.count()).select_from(schema.usage_records))
-            return int(result.scalar_one())
+            result = await conn.scalar(sa.select(sa.func.coalesce(sa.func.sum(table.c.record_count), 0)))
+            return int(result or 0)
+
+
+def _newest(record: dict[str, Any]) -> float:
+    return float(record["ts"])

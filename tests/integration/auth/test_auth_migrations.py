@@ -124,6 +124,21 @@ async def seed_0006(conn: AsyncConnection) -> None:
     await conn.execute(sa.text("UPDATE teams SET gpu_quota = 2 WHERE id = 't'"))
 
 
+async def seed_0007(conn: AsyncConnection) -> None:
+    """The 0006 rows, with a record of a person's key with tags and a time to first
+    token (0007 dropped an index only); 0008 moves records into batches."""
+    await seed_0006(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO usage_records (ts, request_id, key_id, user_id, model, replica, status, stream, "
+            "prompt_tokens, completion_tokens, cost_micros, queue_s, ttft_s, duration_s, tags) "
+            "VALUES (:ts, 'req-personal', 'efgh5678', 'u', 'm2', 'r2', 200, true, 1, 2, 0, 0.5, 0.25, 2, "
+            """'{"run": "nightly"}')"""
+        ),
+        {"ts": T - 400},
+    )
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -131,6 +146,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0004": seed_0004,
     "0005": seed_0005,
     "0006": seed_0006,
+    "0007": seed_0007,
 }
 
 
@@ -176,7 +192,28 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
             )
             key = await store.keys.get("abcd1234")
             assert (key.hash, key.project_id, key.revoked_at) == ("h", "p", None)
-            assert await store.usage.count_records() == 3
+            assert await store.usage.count_records() == (4 if version >= "0007" else 3)
+            records = await store.usage.records(limit=10, since=T - 600)
+            assert [(r["request_id"], r["status"], r["ts"]) for r in records][:3] == [
+                ("req-2", 500, T + 2),
+                ("req-1", 200, T + 1),
+                ("req-0", 200, T),
+            ]
+            assert records[0]["project_id"] == "p"
+            assert not records[0]["stream"]
+            assert records[0]["tags"] == {}
+            if version >= "0007":
+                personal = records[-1]
+                assert (personal["request_id"], personal["user_id"], personal["project_id"]) == (
+                    "req-personal",
+                    "u",
+                    None,
+                )
+                assert (personal["stream"], personal["ttft_s"], personal["tags"]) == (
+                    True,
+                    0.25,
+                    {"run": "nightly"},
+                )
             # The five-minute sums were filled from the records already there.
             [total] = await store.usage.totals("project", since=T - 600)
             assert (total.group, total.requests, total.errors, total.prompt_tokens, total.cost_micros) == (
