@@ -422,21 +422,21 @@ class AuthGate:
             if account is None:
                 continue
             principal, estimate, tags, queued = account
-            model, status, stream = record.model, record.status, record.stream
             started, ended = record.started, record.finished
             ts = ended + wall_offset
             if (
                 principal is not principal_now
-                or model != model_now
-                or status != status_now
-                or stream is not stream_now
+                or record.model != model_now
+                or record.status != status_now
+                or record.stream is not stream_now
                 or not bucket_from <= ts < bucket_to
             ):
                 if group is not None:
                     group.counted += counted
                 counted = 0
-                group = self._group_of(groups, principal, model, status, stream, ts)
-                principal_now, model_now, status_now, stream_now = principal, model, status, stream
+                principal_now, model_now = principal, record.model
+                status_now, stream_now = record.status, record.stream
+                group = self._group_of(groups, principal, model_now, status_now, stream_now, ts)
                 bucket_from, bucket_to = group.bucket, group.bucket + BUCKET_SECONDS
                 values = group.values
                 prompt_price, completion_price = group.prompt_price, group.completion_price

@@ -123,7 +123,8 @@ class Auth(Strict):
     usage_retention: NonNegativeDuration = timedelta(0)
     """Retention of per-request records (the detail `llmgw ctl request` shows); 0 keeps
     them indefinitely. Dashboards, totals and budgets use five-minute aggregates that
-    are kept regardless, so pruning only trims the largest table. Minimum 24h."""
+    are kept regardless, so pruning only trims the largest table (whole batches of
+    records, once the newest of a batch is past it). Minimum 24h."""
 
     @property
     def effective_cache_ttl(self) -> timedelta:

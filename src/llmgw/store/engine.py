@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -27,6 +27,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from llmgw.errors import StoreConflict, StoreError, StoreUnavailable
+
+T = TypeVar("T")
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+asyncpg://")
 # A query that has not answered in this long is a store that is not there: the loops
@@ -163,16 +165,18 @@ class SqliteWorker:
     the whole transaction is one function run on this thread, one hop a batch: 3 µs,
     what the sqlite3 module's own statements cost run directly.
     One thread, so writes keep their order and the connection is only ever used where
-    it was opened; it opens on the first write."""
+    it was opened; it opens on the first write. The store makes one for a SQLite file
+    and its repositories share it (usage batches, the limit exchange, spend totals)."""
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None  # used on the worker thread only
 
-    async def transaction(self, work: Callable[[sqlite3.Connection], None]) -> None:
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Runs `work` between BEGIN IMMEDIATE and COMMIT on the worker thread (ROLLBACK if
-        it raises); sqlite3's exceptions come out as `StoreError`s.
+        it raises) and returns what it returns; sqlite3's exceptions come out as
+        `StoreError`s.
 
         Cancelled, the call does not wait: the thread finishes the transaction, and rolls
         it back unless COMMIT had begun, since the caller takes the write as not done and
@@ -183,26 +187,28 @@ class SqliteWorker:
         abandoned = threading.Event()
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._run, work, abandoned)
+            return await loop.run_in_executor(self._executor, self._run, work, abandoned)
         except asyncio.CancelledError:
             abandoned.set()
             raise
         except sqlite3.Error as exc:
             raise sqlite_error(exc) from exc
 
-    def _run(self, work: Callable[[sqlite3.Connection], None], abandoned: threading.Event) -> None:
+    def _run(self, work: Callable[[sqlite3.Connection], T], abandoned: threading.Event) -> T:
         if self._conn is None:
             self._conn = connect_sqlite(self._path)
         conn = self._conn
         # IMMEDIATE: the write lock is taken (or waited for) now, not half-way through.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if not abandoned.is_set():
-                work(conn)
+            # Abandoned (its caller cancelled), the work is not done, or undone: the
+            # caller takes it as not done, and nobody reads the result.
+            result = None if abandoned.is_set() else work(conn)
             conn.execute("ROLLBACK" if abandoned.is_set() else "COMMIT")
         except BaseException:
             self._roll_back(conn)
             raise
+        return cast(T, result)
 
     def _roll_back(self, conn: sqlite3.Connection) -> None:
         if not conn.in_transaction:

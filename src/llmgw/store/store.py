@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import migrate
 from llmgw.store.counters import CounterRepo
-from llmgw.store.engine import create_engine, describe, is_postgres
+from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
 from llmgw.store.keys import KeyRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
@@ -24,10 +24,14 @@ class Store:
     def __init__(self, engine: AsyncEngine, location: str) -> None:
         self.engine = engine
         self.location = location
+        # The frequent writes' own thread and connection on a SQLite file; an in-memory
+        # database cannot be opened twice, so it stays on the engine.
+        path = sqlite_file(engine.url)
+        self._sqlite = SqliteWorker(path) if path is not None else None
         self.tenancy = TenancyRepo(engine)
         self.keys = KeyRepo(engine)
-        self.counters = CounterRepo(engine)
-        self.usage = UsageRepo(engine)
+        self.counters = CounterRepo(engine, self._sqlite)
+        self.usage = UsageRepo(engine, self._sqlite)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:
@@ -53,6 +57,7 @@ class Store:
 
     async def close(self) -> None:
         try:
-            await self.usage.close()
+            if self._sqlite is not None:
+                await self._sqlite.close()
         finally:
             await self.engine.dispose()

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import schema
-from llmgw.store.engine import SqliteWorker, sqlite_file, transaction
+from llmgw.store.engine import SqliteWorker, transaction
 from llmgw.store.rows import RECORD_FIELDS, RECORD_KEY_SIZE, Records, RecordValues, UsageRow, UsageTotal
 
 BUCKET_SECONDS = 300
@@ -215,20 +215,14 @@ def _add_spend_sql(paramstyle: str) -> str:
 class UsageRepo:
     """Writes and reads of usage."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sqlite: SqliteWorker | None = None) -> None:
         self._engine = engine
+        self._sqlite = sqlite
+        """A SQLite file's writer thread, which takes each batch whole (None: the engine)."""
         self._add_batch = _insert_batch_sql(engine.dialect.paramstyle)
         self._add_sums = _add_sums_sql(engine.dialect.paramstyle)
         self._add_spend = _add_spend_sql(engine.dialect.paramstyle)
         self._postgres = engine.dialect.name == "postgresql"
-        # An in-memory database cannot be opened twice: it stays on the engine.
-        path = sqlite_file(engine.url)
-        self._sqlite = SqliteWorker(path) if path is not None else None
-
-    async def close(self) -> None:
-        """Closes what the repository holds beside the engine (SQLite's writer)."""
-        if self._sqlite is not None:
-            await self._sqlite.close()
 
     async def write_batch(self, records: Records, sums: Sums, spend: SpendDeltas) -> None:
         """Records, their five-minute sums (`five_minute_sums` of them, or gathered as
@@ -268,6 +262,8 @@ class UsageRepo:
 
     async def spend_totals(self, period_starts: Mapping[str, int]) -> dict[tuple[str, str, int], int]:
         """Spend per scope in the periods starting at the given times ({"day": t, ...})."""
+        if self._sqlite is not None:  # asked every second: one hop to the writer's thread
+            return await self._sqlite.transaction(functools.partial(_spend_totals_sqlite, period_starts))
         table = schema.spend
         clauses = [
             sa.and_(table.c.period == period, table.c.period_start == start)
@@ -338,6 +334,20 @@ class UsageRepo:
         async with transaction(self._engine) as conn:
             result = await conn.scalar(sa.select(sa.func.coalesce(sa.func.sum(table.c.record_count), 0)))
             return int(result or 0)
+
+
+def _spend_totals_sqlite(
+    period_starts: Mapping[str, int], conn: sqlite3.Connection
+) -> dict[tuple[str, str, int], int]:
+    """`UsageRepo.spend_totals` on the SQLite writer's connection."""
+    if not period_starts:
+        return {}
+    where = " OR ".join("(period = ? AND period_start = ?)" for _ in period_starts)
+    rows = conn.execute(
+        f"SELECT scope, period, period_start, cost_micros FROM spend WHERE {where}",
+        [value for pair in period_starts.items() for value in pair],
+    )
+    return {(s, p, int(start)): int(cost) for s, p, start, cost in rows}
 
 
 def _newest(record: dict[str, Any]) -> float:
