@@ -126,12 +126,7 @@ _PERIOD = typer.Option(None, "--period", help="Budget period: day or month.")
 _MODELS = typer.Option(None, "--models", help="Allowed models, comma-separated (empty: none).")
 _BAND = typer.Option(None, "--band", help="Admission band of its keys.")
 _TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 720h.")
-_GPU_QUOTA = typer.Option(
-    None,
-    "--gpu-quota",
-    min=0,
-    help="Devices (cards or MIG instances) the models it owns may hold together; orgs, teams, projects.",
-)
+_GPU_QUOTA_HELP = "Devices (cards or MIG instances) the models it owns may hold together."
 _CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
 
 
@@ -158,14 +153,22 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
             "allowed_models",
             "band",
         )
-    parent_help = f"The {parent} it belongs to." if parent else "Unused for this level."
+    # Every level's commands share one signature; what does not apply to a level (a
+    # parent for orgs and users, an address for all but users, a GPU quota for users) is
+    # kept out of its --help, and refused if given anyway.
+    person = kind == "user"
+    parent_option = typer.Option(
+        None, f"--{parent or 'parent'}", help=f"The {parent} it belongs to.", hidden=parent is None
+    )
+    email_option = typer.Option(None, "--email", help="The person's address.", hidden=not person)
+    quota_option = typer.Option(None, "--gpu-quota", min=0, help=_GPU_QUOTA_HELP, hidden=person)
 
     @app.command("create")
     def create(
         ctx: typer.Context,
         ident: str = typer.Argument(..., metavar="ID", help=f"The {kind}'s name, unique among {plural}."),
-        parent_id: str | None = typer.Option(None, f"--{parent or 'parent'}", help=parent_help),
-        email: str | None = typer.Option(None, "--email", help="A person's address (users only)."),
+        parent_id: str | None = parent_option,
+        email: str | None = email_option,
         rpm: int | None = _RPM,
         tpm: int | None = _TPM,
         budget: float | None = _BUDGET,
@@ -173,15 +176,20 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         models: str | None = _MODELS,
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
-        gpu_quota: int | None = _GPU_QUOTA,
+        gpu_quota: int | None = quota_option,
         as_json: bool = _JSON,
     ) -> None:
+        """Creates it; settings not given are inherited from above, or the defaults."""
         _no_quota_for_people(kind, gpu_quota)
+        if parent is None and parent_id is not None:
+            raise fail(ValueError(f"{plural} belong to no other level: leave out --parent"))
+        if email is not None and not person:
+            raise fail(ValueError(f"only users have an address: leave out --email for {plural}"))
         fields = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
         body: dict[str, Any] = {"id": ident, **fields}
         if parent:
             if parent_id is None:
-                raise fail(ValueError(f"a {kind} belongs to a {parent}: give --{parent}"))
+                raise fail(ValueError(f"{plural} belong to {parent}s: give --{parent}"))
             body[parent] = parent_id
         if email is not None:
             body["email"] = email
@@ -195,6 +203,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         ),
         as_json: bool = _JSON,
     ) -> None:
+        """Lists them with their own settings (a dash: inherited)."""
         query = {parent: parent_id} if parent else {}
         show(call(ctx, "GET", plural, None, **query)["data"], columns, as_json=as_json, title=plural)
 
@@ -202,6 +211,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     def show_one(
         ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID"), as_json: bool = _JSON
     ) -> None:
+        """Shows one."""
         show([call(ctx, "GET", f"{plural}/{ident}")], columns, as_json=as_json)
 
     @app.command("set")
@@ -215,7 +225,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         models: str | None = _MODELS,
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
-        gpu_quota: int | None = _GPU_QUOTA,
+        gpu_quota: int | None = quota_option,
         clear: list[str] = _CLEAR,
         as_json: bool = _JSON,
     ) -> None:

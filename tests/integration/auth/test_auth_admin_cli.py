@@ -115,6 +115,13 @@ def test_tenancy_keys_limits_budgets_and_usage_from_the_command_line(admin: Admi
     assert "usage by project" in admin.cli("usage", "--by", "project", "--since", "1h")
     assert "409" in admin.cli("orgs", "delete", "acme", ok=False)  # its team is still there
     assert "400" in admin.cli("orgs", "create", "not ok!", ok=False)
+    # Options of another level are refused, each saying what to leave out or give.
+    assert "leave out --parent" in admin.cli("orgs", "create", "other", "--parent", "acme", ok=False)
+    assert "give --team" in admin.cli("projects", "create", "orphan", ok=False)
+    assert "leave out --email" in admin.cli(
+        "teams", "create", "t", "--org", "acme", "--email", "x@y", ok=False
+    )
+    assert "a person owns no models" in admin.cli("users", "set", "alice", "--gpu-quota", "1", ok=False)
     assert "400" in admin.cli("usage", "--by", "colour", ok=False)
 
 

@@ -75,11 +75,10 @@ def test_limits_hold_and_known_keys_work_while_the_store_is_unreachable(postgres
             await relay_b.cut()
             failures = a.sync_failures
             await wait_for(lambda: a.sync_failures > failures)
-            # Known keys still authenticate; the hot path does not wait for the store.
-            started = time.perf_counter()
-            assert (await a.authenticate(f"Bearer {key}", NOW)).project_id == "p"
+            # Known keys still authenticate, from memory: a store read would fail now.
+            assert a.known(f"Bearer {key}", NOW) is pa
+            assert (await a.authenticate(f"Bearer {key}", NOW)) is pa
             during = count_admitted(a, pa, 100) + count_admitted(b, pb, 100)
-            assert time.perf_counter() - started < 0.5
             # Each keeps to its half of what was left (less while its last exchanges are
             # recent enough to bet on), the pair to the limit; neither stops serving.
             assert before == 20
@@ -111,17 +110,16 @@ def test_a_stalled_store_costs_no_request(postgres_location: str) -> None:
         ):
             p = await gate.authenticate(f"Bearer {key}", NOW)
             relay.stalled.set()
-            worst = 0.0
+            # admit and record_many are plain calls: nothing on the request path can wait
+            # for the store. What matters is that they go on while a write is stuck in it.
             for i in range(EVENTS):
-                started = time.perf_counter()
                 counted = gate.admit(p, 10, NOW)
                 gate.record_many(
                     [finished(p, f"r{i}", prompt=10, completion=5, counted=counted, tags={"run": "x"})], NOW
                 )
-                worst = max(worst, time.perf_counter() - started)
                 if i % 200 == 0:
                     await asyncio.sleep(0)  # let the writer try, and stall
-            assert worst < 0.05
+            assert gate.writer.pending > gate.writer.buffered, "no write was stuck in the stalled store"
             # Everything is either waiting (buffer, or the batches stuck in flight) or
             # counted as dropped; nothing is lost silently.
             assert gate.writer.counts.dropped + gate.writer.pending == EVENTS
