@@ -21,17 +21,19 @@ import ssl
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import aiohttp
 import typer
 
-from llmgw.agent.binaries import engine_binaries, parse_engine_bins
-from llmgw.agent.client import AgentLink, agent_urls
-from llmgw.agent.discovery import check_labels, default_probes, discover
-from llmgw.agent.node import Node, NodeConfig
-from llmgw.agent.tls import client_context
 from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
 from llmgw.errors import AgentError, ConfigError
+
+if TYPE_CHECKING:
+    from llmgw.agent.node import NodeConfig
+
+# The agent's own modules (aiohttp, the supervisor, discovery) are imported by the
+# functions that run it, not here: every `llmgw` command loads this module to learn
+# `agent`'s options, and the operator's commands should not wait for the agent's.
 
 LOCK_NAME = "agent.lock"
 
@@ -54,6 +56,8 @@ def parse_labels(text: str) -> dict[str, str]:
         if not sep or not key.strip():
             raise ConfigError([f"--labels {item!r}: write key=value pairs separated by commas"])
         out[key.strip()] = value.strip()
+    from llmgw.agent.discovery import check_labels  # noqa: PLC0415 (see the imports)
+
     return check_labels(out)
 
 
@@ -87,6 +91,12 @@ async def run_agent(
     server_hostname: str,
 ) -> None:
     """Runs the agent until SIGTERM or SIGINT."""
+    import aiohttp  # noqa: PLC0415 (see the imports)
+
+    from llmgw.agent.client import AgentLink  # noqa: PLC0415
+    from llmgw.agent.discovery import default_probes, discover  # noqa: PLC0415
+    from llmgw.agent.node import Node  # noqa: PLC0415
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -163,6 +173,11 @@ def agent(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the node agent: register this machine and run engine replicas for the control plane."""
+    from llmgw.agent.binaries import engine_binaries, parse_engine_bins  # noqa: PLC0415 (see the imports)
+    from llmgw.agent.client import agent_urls  # noqa: PLC0415
+    from llmgw.agent.node import NodeConfig  # noqa: PLC0415
+    from llmgw.agent.tls import client_context  # noqa: PLC0415
+
     configure_logging(log_level)
     try:
         if insecure and (tls_cert or tls_key or tls_ca):

@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 import typer
-import uvloop
 
 from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
-from llmgw.server.embedded import describe, embedded_settings
-from llmgw.server.runner import serve
+
+# The server itself (the router, the store, the control plane) is imported when it is
+# run, not here: every `llmgw` command loads this module to learn `server`'s options.
 
 
 def server(
@@ -26,6 +26,11 @@ def server(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`."""
+    import uvloop  # noqa: PLC0415 (see the imports)
+
+    from llmgw.server.embedded import describe, embedded_settings  # noqa: PLC0415
+    from llmgw.server.runner import serve  # noqa: PLC0415
+
     configure_logging(log_level)
     try:
         if config is None:

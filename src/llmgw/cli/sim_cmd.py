@@ -15,7 +15,9 @@ from pydantic import ValidationError
 
 from llmgw.core.problems import describe_validation_error
 from llmgw.sim.options import FaultMode, Flavor, SchedulingPolicy, SimOptions
-from llmgw.sim.runner import run
+
+# The engine itself (aiohttp, the behaviour model) is imported when it is run, not here:
+# every `llmgw` command loads this module to learn `sim-engine`'s options.
 
 # Each option's default is read from the one declaration, SimOptions.
 _DEFAULTS = SimOptions()
@@ -149,6 +151,8 @@ def sim_engine(
         for problem in describe_validation_error(exc, SimOptions):
             typer.echo(f"sim-engine: {problem}", err=True)
         raise typer.Exit(code=2) from None
+    from llmgw.sim.runner import run  # noqa: PLC0415 (see the imports)
+
     try:
         run(options)
     except OSError as exc:

@@ -12,10 +12,17 @@ Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
 `llmgw.sim.testing.start_sim_engine`, or in-process with `create_app(SimState.build(...))`.
 """
 
-from llmgw.sim.app import create_admin_app, create_app
-from llmgw.sim.engine import SimEngine
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from llmgw.sim.options import FaultMode, Flavor, SchedulingPolicy, SimOptions
-from llmgw.sim.state import SIM_STATE, SimState
+
+if TYPE_CHECKING:
+    from llmgw.sim.app import create_admin_app, create_app
+    from llmgw.sim.engine import SimEngine
+    from llmgw.sim.state import SIM_STATE, SimState
 
 __all__ = [
     "SIM_STATE",
@@ -28,3 +35,19 @@ __all__ = [
     "create_admin_app",
     "create_app",
 ]
+
+# The HTTP side (aiohttp) is imported when first asked for: `llmgw sim-engine`'s options
+# are all the command line needs to start.
+_LAZY = {
+    "SIM_STATE": "llmgw.sim.state",
+    "SimEngine": "llmgw.sim.engine",
+    "SimState": "llmgw.sim.state",
+    "create_admin_app": "llmgw.sim.app",
+    "create_app": "llmgw.sim.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
