@@ -6,11 +6,11 @@ listener.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmgw.auth import admin_token
 from llmgw.auth.tags import parse_tags
+from llmgw.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from llmgw.auth.admin_api import AdminApi
@@ -27,8 +27,4 @@ _LAZY = {
     "Principal": "llmgw.auth.principal",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

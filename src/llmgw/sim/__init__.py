@@ -14,9 +14,9 @@ Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from llmgw.core.lazy import lazy_attributes
 from llmgw.sim.options import FaultMode, Flavor, SchedulingPolicy, SimOptions
 
 if TYPE_CHECKING:
@@ -46,8 +46,4 @@ _LAZY = {
     "create_app": "llmgw.sim.app",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
