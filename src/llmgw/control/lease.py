@@ -33,7 +33,6 @@ carry the old term and are refused (docs/control-plane-ha.md).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -236,7 +235,7 @@ class LeaderLease:
             # A renewal that failed may or may not have reached the database; either way
             # this process cannot know it still leads, so it stops believing it does.
             if self._deadline is not None:
-                log.warning("leader lease: renewal failed, stepping down: %s", exc)
+                log.warning("leader lease: renewal failed, stepping down: %r", exc)
             self._step_down()
             return False
         if record is None or record.holder != self.holder:
@@ -275,15 +274,23 @@ class LeaderLease:
     async def close(self, *, release: bool = True) -> None:
         """Stops claiming; by default hands the lease back so a standby takes over at its
         next try instead of after the ttl."""
+        bound = self.ttl.total_seconds()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            task.cancel()
+            # A claim cancelled in flight ends once the driver has let go of its
+            # connection; a store that stops answering must not hold a shutdown longer
+            # than a ttl. (`wait`, not awaiting the task under a suppressed
+            # CancelledError, which would also swallow a cancellation of this caller.)
+            done, _ = await asyncio.wait({task}, timeout=bound)
+            if not done:
+                log.warning("leader lease: a claim did not end within %.1fs of being stopped", bound)
+            elif not task.cancelled() and task.exception() is not None:
+                log.error("leader lease: its loop had failed: %r", task.exception())
         leading = self._deadline is not None
         self._step_down()
         if release and leading:
             try:
-                await self.table.release(self.name, self.holder)
-            except StoreError as exc:
-                log.warning("leader lease: could not hand the lease back (it lapses by itself): %s", exc)
+                await asyncio.wait_for(self.table.release(self.name, self.holder), bound)
+            except (StoreError, TimeoutError) as exc:
+                log.warning("leader lease: could not hand the lease back (it lapses by itself): %r", exc)

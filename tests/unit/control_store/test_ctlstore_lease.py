@@ -5,6 +5,7 @@ belief that goes stale on its own, a failed renewal, and handing the lease back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -150,6 +151,48 @@ def test_closing_hands_the_lease_back_so_a_standby_need_not_wait(tmp_path: Path)
         assert b.term == 2
         await b.close(release=False)
         assert not await a.attempt(), "without release the lease stands until its ttl"
+
+    run(tmp_path, scenario)
+
+
+class StuckTable(LeaseTable):
+    """A table whose claim never answers and, cancelled, does not let go until told (as a
+    driver may not, closing a connection to a store that stopped answering)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.engine)
+        self.let_go = asyncio.Event()
+
+    async def claim(self, name: str, holder: str, ttl: timedelta) -> None:  # type: ignore[override]
+        while not self.let_go.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.let_go.wait()
+
+
+def test_closing_is_bounded_when_a_claim_does_not_end(tmp_path: Path) -> None:
+    async def scenario(store: Store, clock: ManualClock) -> None:
+        table = StuckTable(store)
+        try:
+            # Closed while its claim is in flight, it returns after a ttl rather than
+            # when the claim lets go (the 5 s is a hang detector, 25 ttls).
+            stuck = LeaderLease(table, timedelta(seconds=0.2), holder="a")
+            stuck.start()
+            await asyncio.sleep(0.01)
+            closing = asyncio.create_task(stuck.close())
+            done, _ = await asyncio.wait({closing}, timeout=5)
+            assert done, "close waited for a claim that does not end"
+            assert not stuck.is_leader()
+            # A caller cancelled while closing stays cancelled.
+            other = LeaderLease(table, timedelta(seconds=30), holder="b")
+            other.start()
+            await asyncio.sleep(0)
+            closing_other = asyncio.create_task(other.close())
+            await asyncio.sleep(0.01)
+            closing_other.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing_other
+        finally:
+            table.let_go.set()
 
     run(tmp_path, scenario)
 
