@@ -199,11 +199,13 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     def list_(
         ctx: typer.Context,
         parent_id: str | None = typer.Option(
-            None, f"--{parent or 'parent'}", help=f"Only those in this {parent}."
+            None, f"--{parent or 'parent'}", help=f"Only those in this {parent}.", hidden=parent is None
         ),
         as_json: bool = _JSON,
     ) -> None:
         """Lists them with their own settings (a dash: inherited)."""
+        if parent is None and parent_id is not None:
+            raise fail(ValueError(f"{plural} belong to no other level: leave out --parent"))
         query = {parent: parent_id} if parent else {}
         show(call(ctx, "GET", plural, None, **query)["data"], columns, as_json=as_json, title=plural)
 
