@@ -163,6 +163,10 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     email_option = typer.Option(None, "--email", help="The person's address.", hidden=not person)
     quota_option = typer.Option(None, "--gpu-quota", min=0, help=_GPU_QUOTA_HELP, hidden=person)
 
+    def no_parent(parent_id: str | None) -> None:
+        if parent is None and parent_id is not None:
+            raise fail(ValueError(f"{plural} belong to no other level: leave out --parent"))
+
     @app.command("create")
     def create(
         ctx: typer.Context,
@@ -181,8 +185,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     ) -> None:
         """Creates it; settings not given are inherited from above, or the defaults."""
         _no_quota_for_people(kind, gpu_quota)
-        if parent is None and parent_id is not None:
-            raise fail(ValueError(f"{plural} belong to no other level: leave out --parent"))
+        no_parent(parent_id)
         if email is not None and not person:
             raise fail(ValueError(f"only users have an address: leave out --email for {plural}"))
         fields = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
@@ -204,8 +207,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         as_json: bool = _JSON,
     ) -> None:
         """Lists them with their own settings (a dash: inherited)."""
-        if parent is None and parent_id is not None:
-            raise fail(ValueError(f"{plural} belong to no other level: leave out --parent"))
+        no_parent(parent_id)
         query = {parent: parent_id} if parent else {}
         show(call(ctx, "GET", plural, None, **query)["data"], columns, as_json=as_json, title=plural)
 

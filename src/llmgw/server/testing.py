@@ -47,6 +47,11 @@ class GatewayProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def admin_token(self) -> str:
+        """The admin token the server made at start, in its default place beside the
+        configuration (for a configuration that does not set `admin_token_file`)."""
+        return (self.config_path.parent / "secrets" / "admin-token").read_text().strip()
+
     def stop(self, timeout: float = 10.0) -> int:
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):

@@ -33,8 +33,7 @@ class Deployment:
 
     def __init__(self, gateway: GatewayProcess) -> None:
         self.gateway = gateway
-        token_file = gateway.config_path.parent / "secrets" / "admin-token"
-        self.admin_token = token_file.read_text().strip()
+        self.admin_token = gateway.admin_token()
         self.client = httpx.Client(timeout=10)
 
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -41,10 +41,8 @@ def engine() -> Iterator[SimEngineProcess]:
 
 
 def admin_call(client: httpx.Client, gateway: GatewayProcess, method: str, path: str, body: object) -> dict:
-    token = (gateway.config_path.parent / "secrets" / "admin-token").read_text().strip()
-    answer = client.request(
-        method, gateway.admin_url + path, json=body, headers={"authorization": f"Bearer {token}"}
-    )
+    headers = {"authorization": f"Bearer {gateway.admin_token()}"}
+    answer = client.request(method, gateway.admin_url + path, json=body, headers=headers)
     assert answer.status_code < 300, answer.text
     data: dict = answer.json()
     return data

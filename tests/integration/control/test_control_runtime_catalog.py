@@ -33,7 +33,7 @@ def test_a_model_added_at_run_time_is_placed_and_served(tmp_path: Path) -> None:
         config["auth"] = {"enabled": True, "store": str(tmp_path / "llmgw.db")}
         server = start_gateway(config, timeout=60)
         c.servers.append(server)
-        token = (server.config_path.parent / "secrets" / "admin-token").read_text().strip()
+        token = server.admin_token()
         c.start_agent("node-a")
 
         definition = tmp_path / "added.yaml"
