@@ -85,7 +85,7 @@ async def bare_pass(gate: AuthGate, header: str, n: int, start: int) -> None:
         principal = gate.known(header, now) or await gate.authenticate(header, now)
         gate.visible(principal, MODEL, "")
         counted = gate.admit(principal, 300, now)
-        account = Account(principal, counted, NO_TAGS, 0.0)
+        account = Account(principal, counted, NO_TAGS, 0.0, None)
         batch.append(
             (UsageRecord(f"r{i}", MODEL, "bench-1", 200, False, None, 0.0, None, 0.01, account), tokens)
         )
@@ -116,7 +116,7 @@ async def parts_pass(gate: AuthGate, header: str, n: int, start: int) -> dict[st
         t2 = clock()
         counted = gate.admit(principal, 300, now)
         t3 = clock()
-        account = Account(principal, counted, NO_TAGS, 0.0)
+        account = Account(principal, counted, NO_TAGS, 0.0, None)
         batch.append(
             (UsageRecord(f"r{i}", MODEL, "bench-1", 200, False, None, 0.0, None, 0.01, account), tokens)
         )

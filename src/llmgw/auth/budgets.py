@@ -4,8 +4,15 @@ budget is spent.
 Spend reaches the store with the usage records (the `spend` ledger, one row per scope
 and period), and every gateway pulls the totals back in the background; between pulls
 it adds what it charged itself and has not written yet. Periods are calendar days and
-months in UTC. A budget is judged spent once spend reaches it: the request that
-crosses the line is let through, since its cost is known only when it ends.
+months in UTC.
+
+A request's cost is known only when it ends, so admission reserves what it may cost
+at most (its prompt estimate and the output it may write, priced as the budget prices
+them) and the reservation counts as spent until the request ends: then the real cost
+is charged and the reservation released (`Reservation`). A budget is judged spent once
+spend and reservations reach it, and the request that crosses the line is let through:
+however many requests arrive at once, spend stays under the budget plus one request's
+most.
 """
 
 from __future__ import annotations
@@ -102,12 +109,27 @@ class BudgetCheck:
         self.spent: BudgetRule | None = None
 
 
+class Reservation:
+    """What one admitted request may cost at most, held against its payer's scopes until
+    it ends; released once (a second release does nothing), when its usage is accounted
+    or when it fails without an answer."""
+
+    __slots__ = ("micros", "scopes")
+
+    def __init__(self, scopes: tuple[str, ...], micros: int) -> None:
+        self.scopes = scopes
+        self.micros = micros
+
+
 class BudgetLedger:
-    """Known spend (the store's, as last pulled) plus this gateway's unwritten spend."""
+    """Known spend (the store's, as last pulled) plus this gateway's unwritten spend and
+    the reservations of its requests in flight."""
 
     def __init__(self) -> None:
         self._known: dict[SpendKey, int] = {}
         self._unwritten: dict[SpendKey, int] = {}
+        self._reserved: dict[str, int] = {}
+        """Per scope, whatever the period: requests in flight last seconds, not days."""
         self._version = object()
         """Made anew whenever spend changes, which lapses every `BudgetCheck`'s verdict
         (an object, not a count, so a verdict of another ledger's never passes for one of
@@ -116,6 +138,34 @@ class BudgetLedger:
     def spent(self, scope: str, period: str, now: float) -> int:
         key = (scope, period, _periods_of_day(day_of(now))[period])
         return self._known.get(key, 0) + self._unwritten.get(key, 0)
+
+    def reserved(self, scope: str) -> int:
+        return self._reserved.get(scope, 0)
+
+    def reserve(self, scopes: tuple[str, ...], micros: int) -> Reservation:
+        """Holds `micros` against each of the scopes until the reservation is released."""
+        reservation = Reservation(scopes, micros)
+        if micros > 0:
+            self._version = object()
+            reserved = self._reserved
+            for scope in scopes:
+                reserved[scope] = reserved.get(scope, 0) + micros
+        return reservation
+
+    def release(self, reservation: Reservation) -> None:
+        """Lets a reservation go (once: a second release does nothing)."""
+        micros = reservation.micros
+        if micros <= 0:
+            return
+        reservation.micros = 0
+        self._version = object()
+        reserved = self._reserved
+        for scope in reservation.scopes:
+            left = reserved.get(scope, 0) - micros
+            if left > 0:
+                reserved[scope] = left
+            else:
+                reserved.pop(scope, None)
 
     def exceeded(self, check: BudgetCheck, now: float) -> BudgetRule | None:
         """The first of the caller's budgets that is spent, or None."""
@@ -129,10 +179,11 @@ class BudgetLedger:
 
     def _first_spent(self, rules: Sequence[BudgetRule], day: int) -> BudgetRule | None:
         starts = _periods_of_day(day)
-        known, unwritten = self._known, self._unwritten
+        known, unwritten, reserved = self._known, self._unwritten, self._reserved
         for rule in rules:
             key = (rule.scope, rule.period, starts[rule.period])
-            if known.get(key, 0) + unwritten.get(key, 0) >= rule.budget_micros:
+            spent = known.get(key, 0) + unwritten.get(key, 0) + reserved.get(rule.scope, 0)
+            if spent >= rule.budget_micros:
                 return rule
         return None
 

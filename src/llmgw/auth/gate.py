@@ -6,6 +6,8 @@ request calls, in order:
     principal = gate.known(header, now) or await gate.authenticate(header, now)  # 401
     if not gate.visible(principal, model, adapter_owner): raise NotFound(...)   # 404
     counted_tokens = gate.admit(principal, prompt_tokens_estimate, now)        # 429
+    reservation = gate.reserve(principal, model, prompt, output) if principal.budgets
+    ... serve, in principal.band; gate.release(reservation) if it fails unanswered ...
     ... serve, in principal.band ...
     ... and, off the request path, for what the usage sink drained:
     gate.record_many([(record, tokens), ...], time.time() - time.monotonic())
@@ -41,6 +43,7 @@ from llmgw.auth.budgets import (
     BudgetLedger,
     BudgetRule,
     PayerDay,
+    Reservation,
     current_periods,
     day_of,
     period_end,
@@ -53,7 +56,14 @@ from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
 from llmgw.auth.principal import Principal
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
-from llmgw.errors import AuthUnavailable, InsufficientQuota, RateLimitExceeded, StoreError, Unauthorized
+from llmgw.errors import (
+    AuthUnavailable,
+    BadRequest,
+    InsufficientQuota,
+    RateLimitExceeded,
+    StoreError,
+    Unauthorized,
+)
 from llmgw.store import KeyRow, Store
 from llmgw.store.rows import SCOPE_KINDS, RecordValues, Scope
 from llmgw.store.usage import BUCKET_SECONDS, add_to_sums, sum_key
@@ -351,9 +361,10 @@ class AuthGate:
 
     def admit(self, principal: Principal, prompt_tokens_estimate: int, now: float) -> int:
         """Counts the request against its limits, or refuses it: `InsufficientQuota` when
-        a budget is spent, `RateLimitExceeded` when RPM or TPM is reached. Returns the
-        tokens counted against TPM (0 without a TPM limit), which the answer's real count
-        later replaces."""
+        a budget is spent, `RateLimitExceeded` when RPM or TPM is reached, `BadRequest`
+        when the estimate alone is over the TPM limit (it could never pass: a 429 would
+        be retried for ever). Returns the tokens counted against TPM (0 without a TPM
+        limit), which the answer's real count later replaces."""
         if principal.budgets:
             spent = self.ledger.exceeded(principal.budget_check, now)
             if spent is not None:
@@ -362,6 +373,22 @@ class AuthGate:
         if not self.counters.take(principal.meter, cost, now):
             self._refuse_rate(principal, cost, now)
         return cost if principal.tpm is not None else 0
+
+    def reserve(
+        self, principal: Principal, model: str, prompt_tokens: int, output_tokens: int
+    ) -> Reservation:
+        """Holds the most an admitted request may cost (`prompt_tokens` and `output_tokens`
+        priced as `model` is) against its payer's budgets until it ends, so requests
+        arriving together cannot all pass a budget that only one of them fits. Asked
+        for callers with budgets only, after `admit`."""
+        price = self._auth.price(model)
+        micros = (prompt_tokens * price.prompt_per_1k + output_tokens * price.completion_per_1k) // 1000
+        return self.ledger.reserve(principal.spend_scopes, micros)
+
+    def release(self, reservation: Reservation) -> None:
+        """Lets go of the reservation of a request that ended without an answer to account
+        (it failed, or its client left); one answered is released when accounted."""
+        self.ledger.release(reservation)
 
     def _refuse_budget(self, principal: Principal, spent: BudgetRule, now: float) -> NoReturn:
         self.metrics.refused(principal.tenant(self.metrics.level), "budget")
@@ -376,6 +403,16 @@ class AuthGate:
     def _refuse_rate(self, principal: Principal, cost: int, now: float) -> NoReturn:
         """The 429 for a request `SharedCounters.take` refused: each limit judged again
         (nothing was counted, so the same verdicts), the one to wait longest for named."""
+        tpm = principal.tpm
+        if tpm is not None and cost > tpm.limit:
+            self.metrics.refused(principal.tenant(self.metrics.level), "too_large")
+            raise BadRequest(
+                f"this request is estimated at {cost} tokens (prompt and max_tokens), more than the "
+                f"{tpm.limit} tokens a minute the {tpm.source} limit of {tpm.scope} allows: it can never "
+                "pass; shorten the prompt or lower max_tokens",
+                param="max_tokens",
+                code="request_too_large_for_limit",
+            )
         checks: list[Check] = []
         for dim, rule, amount in ((REQUESTS, principal.rpm, 1), (TOKENS, principal.tpm, cost)):
             if rule is not None:
@@ -421,7 +458,9 @@ class AuthGate:
             account = record.account
             if account is None:
                 continue
-            principal, estimate, tags, queued = account
+            principal, estimate, tags, queued, reservation = account
+            if reservation is not None:
+                self.ledger.release(reservation)
             started, ended = record.started, record.finished
             ts = ended + wall_offset
             if (

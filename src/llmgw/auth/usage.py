@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.auth.budgets import BudgetLedger, SpendKey
+from llmgw.auth.budgets import BudgetLedger, Reservation, SpendKey
 from llmgw.auth.principal import Principal
 from llmgw.errors import StoreError
 from llmgw.store.rows import Records
@@ -32,6 +32,8 @@ from llmgw.store.usage import Sums, UsageRepo, merge_sums
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
+STILL_DOWN_LOG_S = 300.0
+"""How often an outage of the store is logged again while it lasts."""
 
 
 class UsageRecordLike(Protocol):
@@ -57,9 +59,10 @@ class UsageRecordLike(Protocol):
     def account(self) -> AccountLike | None: ...
 
 
-AccountLike = tuple[Principal, int, Mapping[str, str], float]
+AccountLike = tuple[Principal, int, Mapping[str, str], float, Reservation | None]
 """Who a request is charged to (llmgw.router.usage.Account): the caller, the tokens its
-TPM was charged at admission, its tags and the seconds it queued."""
+TPM was charged at admission, its tags, the seconds it queued and what its budgets hold
+for it (None without budgets)."""
 
 
 class TokensLike(Protocol):
@@ -114,6 +117,17 @@ class WriterCounts:
     dropped: int = 0
     failures: int = 0
     batches: int = 0
+
+
+@dataclass(slots=True)
+class Outage:
+    """A spell of refused writes: when it began and was last logged (the writer's clock),
+    and the counts then, so its end can say what it cost."""
+
+    began: float
+    reported: float
+    written: int
+    dropped: int
 
 
 class UsageWriter:
@@ -222,22 +236,58 @@ class UsageWriter:
         self._buffer.extendleft(reversed(kept))
 
     async def run(self) -> None:
-        """Writes batches until cancelled; a failing store is retried with backoff."""
+        """Writes batches until cancelled; a failing store is retried with backoff.
+
+        While the store refuses writes the backoff is slept out whole: a buffer that
+        fills up does not cut it short (it did, and a store outage under traffic was
+        retried on every hand-over). The outage is logged once as it begins, again at
+        most every `STILL_DOWN_LOG_S`, and once when a write succeeds again."""
         backoff = self._flush_interval
+        outage: Outage | None = None
         while True:
-            # asyncio.timeout rather than wait_for: 3.11's wait_for can lose a cancellation
-            # that arrives as the event is set, leaving a stop waiting for ever.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff):
-                    await self._full.wait()
+            if outage is None:
+                # asyncio.timeout rather than wait_for: 3.11's wait_for can lose a
+                # cancellation that arrives as the event is set, leaving a stop waiting.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(backoff):
+                        await self._full.wait()
+            else:
+                await asyncio.sleep(backoff)
             self._full.clear()
             try:
                 await self._write_all()
-                backoff = self._flush_interval
             except StoreError as exc:
                 self.counts.failures += 1
                 backoff = min(max(backoff * 2, self._flush_interval), MAX_BACKOFF_S)
-                log.warning("usage records not written, retrying in %.1fs: %s", backoff, exc)
+                now = self._clock()
+                if outage is None:
+                    outage = Outage(now, now, self.counts.written, self.counts.dropped)
+                    log.warning(
+                        "usage store refuses writes; records stay buffered (up to auth.buffer_size) "
+                        "and are retried with backoff up to %.0fs: %s",
+                        MAX_BACKOFF_S,
+                        exc,
+                    )
+                elif now - outage.reported >= STILL_DOWN_LOG_S:
+                    outage.reported = now
+                    log.warning(
+                        "usage store still refuses writes after %.0fs: %d records buffered, %d dropped "
+                        "since it began: %s",
+                        now - outage.began,
+                        self._buffered,
+                        self.counts.dropped - outage.dropped,
+                        exc,
+                    )
+                continue
+            backoff = self._flush_interval
+            if outage is not None:
+                log.warning(
+                    "usage store writes again after %.0fs: %d records written, %d dropped during the outage",
+                    self._clock() - outage.began,
+                    self.counts.written - outage.written,
+                    self.counts.dropped - outage.dropped,
+                )
+                outage = None
 
     async def _write_all(self) -> None:
         """Writes batches until fewer than a full one is left; on PostgreSQL several at

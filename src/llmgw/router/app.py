@@ -205,9 +205,13 @@ class GatewayApp:
             finally:
                 self._flow.finished(target.model, band)
         except asyncio.CancelledError:
+            self._unreserve(request)
             if not stay.gone:
                 raise
             # The client left; the replica's connection was closed on the way out.
+        except BaseException:
+            self._unreserve(request)  # failed unanswered: no usage will release it
+            raise
         finally:
             self._departures.leave(stay)
 
@@ -216,13 +220,27 @@ class GatewayApp:
         reached). Tokens are charged at the prompt's floor plus the output asked for, as
         OpenAI counts them; the real count replaces it when the answer's usage is read."""
         assert self._auth is not None
-        estimate = request.prompt_token_floor + (request.max_tokens or 0)
-        counted = self._auth.admit(principal, estimate, self._wall_clock())
+        auth = self._auth
+        floor, wanted = request.prompt_token_floor, request.max_tokens
+        counted = auth.admit(principal, floor + (wanted or 0), self._wall_clock())
+        reservation = None
+        if principal.budgets:
+            # The most it may cost: what it asks for, else the most the model writes.
+            output = wanted if wanted is not None else target.max_output
+            if request.kind is Kind.EMBEDDINGS:
+                output = 0
+            reservation = auth.reserve(principal, target.model, floor, output)
         header, metadata = scope.headers.get(_TAGS_HEADER), request.body.get("metadata")
         if not header and not metadata:
-            return new_account((principal, counted, NO_TAGS, 0.0))
+            return new_account((principal, counted, NO_TAGS, 0.0, reservation))
         tags = parse_tags(header, metadata if isinstance(metadata, dict) else None)
-        return new_account((principal, counted, tags, 0.0))
+        return new_account((principal, counted, tags, 0.0, reservation))
+
+    def _unreserve(self, request: ClientRequest) -> None:
+        account = request.account
+        if account is not None and account.reservation is not None:
+            assert self._auth is not None
+            self._auth.release(account.reservation)
 
     def _list_models(self, proto: HTTPProtocol, path: str, principal: Principal | None) -> None:
         allowed = None if principal is None or self._auth is None else self._allowed(principal)

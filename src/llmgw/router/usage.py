@@ -23,6 +23,7 @@ import orjson
 from llmgw.router.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
+    from llmgw.auth.budgets import Reservation
     from llmgw.auth.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,16 @@ NO_TAGS: Mapping[str, str] = MappingProxyType({})
 class Account(NamedTuple):
     """Who a request is charged to, with auth on: the caller, the prompt tokens its
     limits were charged at admission (replaced by the real count once known), its tags,
-    and how long it queued. A tuple, made with `new_account`: one per request."""
+    how long it queued and what its budgets hold for it. A tuple, made with
+    `new_account`: one per request."""
 
     principal: Principal
     counted_tokens: int
     tags: Mapping[str, str]
     """The request's tags, read-only from here on (`NO_TAGS` without any)."""
     queued_s: float
+    reservation: Reservation | None
+    """The most it may cost, held against its budgets until it ends (None without budgets)."""
 
 
 new_account = functools.partial(tuple.__new__, Account)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -64,12 +65,30 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+FILE_MODE = 0o600
+DIRECTORY_MODE = 0o700
+
+
+def create_private(path: Path) -> None:
+    """Makes the store's file, empty (which SQLite takes for an empty database), readable
+    by its owner only, in a directory only its owner can enter, where llmgw creates them:
+    the store holds key hashes, usage and spend. SQLite gives the `-wal` and `-shm` files
+    it makes beside the database the database file's mode, so they are 0600 too. A file
+    or directory that is already there is left as it is (its owner chose its mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 def create_engine(location: str) -> AsyncEngine:
     """An engine for `auth.store`; creating it opens no connection yet."""
     url = database_url(location)
     if url.drivername.startswith("sqlite"):
-        if url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        if url.database and url.database != ":memory:" and not url.database.startswith("file:"):
+            create_private(Path(url.database))
         engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine

@@ -101,7 +101,7 @@ def finished(
     on the monotonic clock: its UNIX finish is `ended` plus the hand-over's offset) and
     the tokens read from its answer (None where it carried no `usage`). Without a
     principal it has no account, as with auth off."""
-    account = None if principal is None else Account(principal, counted, tags, queued_s)
+    account = None if principal is None else Account(principal, counted, tags, queued_s, None)
     record = UsageRecord(
         request_id, model, endpoint, status, stream, None, started, first_byte, ended, account
     )

