@@ -114,7 +114,8 @@ class AdminApi:
         try:
             return await self._handlers.dispatch(method, parts, query, data)
         except ValidationError as exc:
-            raise BadRequest(_validation_message(exc)) from None
+            first = exc.errors()[0]["loc"] if exc.error_count() else ()
+            raise BadRequest(_validation_message(exc), param=".".join(map(str, first)) or None) from None
         except StoreMissing as exc:
             raise NotFound(str(exc), code="not_found") from None
         except StoreConflict as exc:

@@ -13,13 +13,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from llmgw.config.auth import MICROS_PER_UNIT
+from llmgw.config.auth import MICROS_PER_UNIT, Budget
 from llmgw.config.values import PositiveDuration as Duration
 from llmgw.core.durations import format_duration
 from llmgw.store.rows import KeyRow, Membership, Scope
 
 Ident = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")]
-Limit = Annotated[int, Field(ge=0)]
+MAX_LIMIT = 10**12
+"""The largest rate limit or quota taken: more than any real one, and well within what
+the store's integer columns hold."""
+Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT)]
 
 
 class Body(BaseModel):
@@ -31,7 +34,7 @@ class ScopeFields(Body):
 
     rpm: Limit | None = None
     tpm: Limit | None = None
-    budget: Annotated[float, Field(ge=0)] | None = None
+    budget: Budget | None = None
     budget_period: Literal["day", "month"] | None = None
     allowed_models: list[str] | None = None
     band: str | None = None
@@ -92,7 +95,7 @@ class LimitsBody(Body):
 
 
 class BudgetBody(Body):
-    budget: Annotated[float, Field(ge=0)] | None = None
+    budget: Budget | None = None
     period: Literal["day", "month"] | None = None
 
 

@@ -8,18 +8,32 @@ it brings in the SQLite store for keys, the tenancy tree and usage records.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.identity import OIDC, SCIM
-from llmgw.config.values import NonNegativeDuration, NonNegativeFloat, NonNegativeInt
+from llmgw.config.values import NonNegativeDuration, NonNegativeInt
 from llmgw.core.durations import format_duration
 from llmgw.core.strict import Strict
 
 BUDGET_PERIODS: tuple[str, ...] = ("day", "month")
 MIN_USAGE_RETENTION = timedelta(hours=24)
 MICROS_PER_UNIT = 1_000_000
+MAX_BUDGET_UNITS = 1e12
+"""The largest budget anything takes, in units: a trillion is more than any real one,
+and far enough under what the store's integer columns hold in millionths."""
+
+
+def _budget(value: float) -> float:
+    if not 0 <= value <= MAX_BUDGET_UNITS:  # also refuses nan and inf
+        raise ValueError(f"{value} is not a budget: give 0 or more units, up to {MAX_BUDGET_UNITS:.0e}")
+    return value
+
+
+Budget = Annotated[float, AfterValidator(_budget)]
+"""A budget in whole units, from 0 up to `MAX_BUDGET_UNITS`."""
 
 # What a 0 in the seed's defaults stands for. Each is a choice, written once here:
 # a revoked key keeps working at most half a minute, and a client looping with a bad
@@ -58,7 +72,7 @@ class Personal(Strict):
     """Requests a minute; 0 is no limit of its own."""
     tpm: NonNegativeInt = 0
     """Tokens a minute; 0 is no limit of its own."""
-    budget: NonNegativeFloat = 0
+    budget: Budget = 0
     """Whole units a person may spend each `period`; 0 is no budget."""
     period: str = ""
     """day or month; empty is month."""

@@ -10,6 +10,7 @@ is, and every byte count refuses a negative number the same way.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from datetime import timedelta
 from typing import Annotated, TypeVar
@@ -23,16 +24,27 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _N = TypeVar("_N", int, float)
 
 
+MAX_NUMBER = 2**53
+"""The largest number any setting takes: beyond it a float loses whole units, SQLite
+cannot store it, and no count, size or price of a real deployment is that large."""
+
+
+def _bounded(value: _N) -> _N:
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise ValueError(f"{value} is out of range: give a number under {MAX_NUMBER:.0e}")
+    return value
+
+
 def _not_negative_number(value: _N) -> _N:
     if value < 0:
         raise ValueError(f"{value} is negative: give 0 or more")
-    return value
+    return _bounded(value)
 
 
 def _positive_number(value: _N) -> _N:
     if value <= 0:
         raise ValueError(f"{value} must be above zero")
-    return value
+    return _bounded(value)
 
 
 def _share(value: float) -> float:

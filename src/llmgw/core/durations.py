@@ -24,6 +24,9 @@ _UNIT_SECONDS: dict[str, float] = {
     "m": 60.0,
     "h": 3600.0,
 }
+MAX_DURATION_S = 100 * 365.25 * 86_400
+"""The longest duration anything takes: a hundred years. Longer ones are typing slips,
+and past timedelta's range they were crashes (an OverflowError where a sentence was due)."""
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
@@ -46,6 +49,9 @@ def parse_duration(text: str) -> timedelta:
         pos = m.end()
     if pos == 0:
         raise ValueError(f"{text!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+    if not total <= MAX_DURATION_S:  # also catches inf, from a number of 400 digits
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(f"{shown!r} is longer than a hundred years: give a shorter duration, like 8760h")
     return timedelta(seconds=sign * total)
 
 

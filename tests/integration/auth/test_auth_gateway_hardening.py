@@ -150,3 +150,35 @@ def test_a_request_over_its_tpm_limit_outright_is_400_not_a_429_to_retry(admin: 
         client.chat.completions.create(
             model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=20
         )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "param"),
+    [
+        ("GET", "/api/usage?since=99999999999h", None, "since"),
+        ("GET", "/api/usage/records?since=" + "9" * 500 + "h", None, "since"),
+        ("POST", "/api/orgs", {"id": "huge-budget", "budget": 1e308}, "budget"),
+        ("POST", "/api/orgs", {"id": "huge-rpm", "rpm": 10**30}, "rpm"),
+        ("POST", "/api/orgs", {"id": "huge-ttl", "max_key_ttl": "99999999999h"}, "max_key_ttl"),
+        ("PUT", "/api/budgets/org/bounded", {"budget": 1e13}, "budget"),
+        ("POST", "/api/keys", {"project": "bounded", "ttl": "99999999999h"}, "ttl"),
+    ],
+)
+def test_oversized_numbers_and_durations_are_400_naming_the_field(
+    admin: Admin, method: str, path: str, body: dict[str, Any] | None, param: str
+) -> None:
+    if "bounded" in path or (body or {}).get("project") == "bounded":
+        admin.call("POST", "/api/orgs", {"id": "bounded"})
+        admin.call("POST", "/api/teams", {"id": "bounded-team", "org": "bounded"})
+        admin.call("POST", "/api/projects", {"id": "bounded", "team": "bounded-team"})
+    answer = admin.call(method, path, body)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == param, error
+    assert error["type"] == "invalid_request_error"
+    assert param in error["message"]
+
+
+def test_a_long_limit_on_usage_records_is_taken_as_the_most(admin: Admin) -> None:
+    answer = admin.call("GET", "/api/usage/records?limit=" + "9" * 5000)
+    assert answer.status_code == 200, answer.text
