@@ -54,6 +54,7 @@ from llmgw.auth.keys import bearer_token, hash_key, key_id_of
 from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
 from llmgw.auth.principal import Principal
+from llmgw.auth.refusals import RefusalLog
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
 from llmgw.errors import (
@@ -80,6 +81,9 @@ CHANGE_OVERLAP_S = 60.0
 """How far back each incremental refresh looks past the last one, so rows written by a
 gateway whose clock runs behind, or committed late, are not missed."""
 PRUNE_EVERY_S = 60.0
+REFUSALS_EVERY_S = 1.0
+"""How often the refusals' records are handed to the usage pipeline (and their bounds,
+per caller and in all, start afresh)."""
 RETENTION_EVERY_S = 600.0
 GATEWAY_FORGET_S = 3600.0
 DRAIN_TIMEOUT_S = 5.0
@@ -128,6 +132,7 @@ class AuthGate:
             # SQLite takes one writer at a time; PostgreSQL overlaps two batches.
             concurrency=2 if store.shared else 1,
         )
+        self.refusals = RefusalLog()
         self.collector = TenantCollector(self.metrics, self._pipeline_state)
         """Register it in the gateway's Prometheus registry."""
         self.sync_failures = 0
@@ -159,6 +164,7 @@ class AuthGate:
             asyncio.create_task(self._every(SPEND_PULL_S, self._pull_spend), name="auth-spend"),
             asyncio.create_task(self._every(PRUNE_EVERY_S, self.prune), name="auth-prune"),
             asyncio.create_task(self.writer.run(), name="auth-usage"),
+            asyncio.create_task(self._every(REFUSALS_EVERY_S, self._hand_refusals), name="auth-refusals"),
         ]
 
     async def close(self) -> None:
@@ -168,6 +174,7 @@ class AuthGate:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self._hand_refusals()
         await self.writer.drain(DRAIN_TIMEOUT_S)
         try:
             async with asyncio.timeout(GOODBYE_TIMEOUT_S):
@@ -429,6 +436,20 @@ class AuthGate:
             headers=_headers(checks),
         )
 
+    def refused(
+        self, principal: Principal | None, status: int, request_id: str, started: float, finished: float
+    ) -> None:
+        """A request the gateway refused itself (any status it answered without a replica's
+        answer), for a usage record: kept within bounds, and handed to the usage pipeline
+        every `REFUSALS_EVERY_S` (see `refusals`). `principal` is None for a 401: counted
+        only. Times on the request path's monotonic clock."""
+        self.refusals.add(principal, status, request_id, started, finished)
+
+    async def _hand_refusals(self) -> None:
+        kept = self.refusals.take()
+        if kept:
+            self.record_many(kept, time.time() - time.monotonic())
+
     def record_many(self, finished: Sequence[Finished], wall_offset: float) -> None:
         """Accounts the finished requests the gateway's usage sink drained at once (those
         without an account, made with auth off, are passed over): replaces the token
@@ -584,6 +605,8 @@ class AuthGate:
             write_failures=counts.failures,
             sync_failures=self.sync_failures,
             gateways=self.counters.gateways,
+            refusals_unrecorded=self.refusals.unrecorded,
+            unauthenticated=self.refusals.anonymous,
         )
 
 

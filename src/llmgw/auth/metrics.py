@@ -39,6 +39,8 @@ class PipelineState:
     write_failures: int
     sync_failures: int
     gateways: int
+    refusals_unrecorded: int = 0
+    unauthenticated: int = 0
 
 
 class TenantMetrics:
@@ -164,4 +166,14 @@ class TenantCollector(Collector):
         )
         yield GaugeMetricFamily(
             "llmgw_auth_gateways", "Gateways sharing the limits, as last heard.", value=state.gateways
+        )
+        yield CounterMetricFamily(
+            "llmgw_usage_refusals_unrecorded",
+            "Refused requests over the bounds on their usage records (per caller and in all, a second).",
+            value=state.refusals_unrecorded,
+        )
+        yield CounterMetricFamily(
+            "llmgw_auth_unauthenticated",
+            "Requests refused 401 on the generation routes (no caller: counted, never recorded).",
+            value=state.unauthenticated,
         )

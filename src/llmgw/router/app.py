@@ -110,8 +110,19 @@ class GatewayApp:
                     f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
                 )
         except ApiError as error:
+            if kind is not None and self._auth is not None:
+                self._refused(scope, error.status)
             status, headers, body = api_error_response(error)
             proto.response_bytes(status, headers, body)
+
+    def _refused(self, scope: Scope, status: int) -> None:
+        """Hands a refusal on a generation route to the usage records, with its caller if
+        it has a key this gateway knows (a 401 has none)."""
+        auth = self._auth
+        assert auth is not None
+        principal = auth.known(scope.headers.get("authorization"), self._wall_clock())
+        now = self._clock()
+        auth.refused(principal, status, self._request_id(scope), now, now)
 
     async def _authenticate(self, scope: Scope) -> Principal | None:
         """The caller, with auth on (401 without a valid key); None with auth off."""

@@ -182,3 +182,41 @@ def test_oversized_numbers_and_durations_are_400_naming_the_field(
 def test_a_long_limit_on_usage_records_is_taken_as_the_most(admin: Admin) -> None:
     answer = admin.call("GET", "/api/usage/records?limit=" + "9" * 5000)
     assert answer.status_code == 200, answer.text
+
+
+def test_refusals_the_gateway_makes_leave_usage_records(admin: Admin) -> None:
+    key = admin.project("refused", rpm=2)
+    url = admin.gateway.base_url + "/chat/completions"
+    auth = {"authorization": f"Bearer {key}"}
+    chat = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
+    with httpx.Client(timeout=10) as client:
+        statuses = [
+            client.post(url, json={"model": "no-such-model", **chat}, headers=auth).status_code,
+            client.post(url, content=b"{not json", headers=auth).status_code,
+            client.post(url, json={"model": "chat-a", **chat}, headers=auth).status_code,
+            client.post(url, json={"model": "chat-a", **chat}, headers=auth).status_code,
+            client.post(url, json={"model": "chat-a", **chat}, headers=auth).status_code,
+        ]
+        assert statuses == [404, 400, 200, 200, 429]
+        # Without a caller: counted, not recorded.
+        before = _metric(admin, "llmgw_auth_unauthenticated_total")
+        for bad in ("Bearer llmgw-abcdefgh-" + "x" * 40, "Bearer nonsense"):
+            assert (
+                client.post(url, json={"model": "chat-a", **chat}, headers={"authorization": bad}).status_code
+                == 401
+            )
+        assert _metric(admin, "llmgw_auth_unauthenticated_total") == before + 2
+    records = admin.records("refused", 5)
+    assert sorted(r["status"] for r in records) == [200, 200, 400, 404, 429]
+    for record in records:
+        if record["status"] != 200:
+            assert (record["model"], record["prompt_tokens"], record["completion_tokens"]) == ("", 0, 0)
+    totals = admin.ok("GET", "/api/usage?by=project&since=1h")["data"]
+    mine = next(t for t in totals if t["project"] == "refused")
+    assert (mine["requests"], mine["errors"]) == (5, 3)
+
+
+def _metric(admin: Admin, name: str) -> float:
+    text = admin.client.get(admin.gateway.admin_url + "/metrics").text
+    line = next(line for line in text.splitlines() if line.startswith(name + " "))
+    return float(line.rsplit(" ", 1)[1])
