@@ -209,7 +209,7 @@ async def main() -> None:
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        await measure("SQLite (WAL)", args.sqlite or str(Path(tmp) / "bench.db"), args)
+        await measure("SQLite", args.sqlite or str(Path(tmp) / "bench.db"), args)
     server = (
         args.postgres
         or subprocess.run(

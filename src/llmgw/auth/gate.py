@@ -36,9 +36,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import NoReturn
 
-from llmgw.auth import windows
+from llmgw.auth import spill, windows
 from llmgw.auth.budgets import (
     BudgetLedger,
     BudgetRule,
@@ -108,11 +109,14 @@ class AuthGate:
         clock: Callable[[], float] = time.time,
         sync_interval: float = SYNC_INTERVAL_S,
         gateway_id: str | None = None,
+        spill: Path | None = None,
     ) -> None:
         auth = settings.auth
         self._auth = auth
         self._store = store
         self._clock = clock
+        self._spill = spill
+        """Where usage records the store did not take at stop are kept (`spill`)."""
         self._sync_interval = sync_interval
         self._refresh_interval = max(auth.effective_cache_ttl.total_seconds() / 2, 0.05)
         self._negative_ttl = auth.effective_negative_ttl.total_seconds()
@@ -158,6 +162,7 @@ class AuthGate:
         await self._reload()
         await self._exchange()
         await self._pull_spend()
+        self._replay_spill()
         self._tasks = [
             asyncio.create_task(self._every(self._refresh_interval, self._refresh), name="auth-refresh"),
             asyncio.create_task(self._every(self._sync_interval, self._exchange), name="auth-limits"),
@@ -176,24 +181,86 @@ class AuthGate:
         self._tasks = []
         await self._hand_refusals()
         await self.writer.drain(DRAIN_TIMEOUT_S)
+        self._spill_left()
         try:
             async with asyncio.timeout(GOODBYE_TIMEOUT_S):
                 await self._goodbye()
         except (StoreError, TimeoutError) as exc:
             log.warning("could not say goodbye to the store: %s", exc or "it did not answer")
 
+    def _spill_left(self) -> None:
+        """Keeps what the writer could not write at stop in the spill file."""
+        left = self.writer.take_all()
+        if not left:
+            return
+        count = sum(chunk.size for chunk in left)
+        if self._spill is None:
+            self.writer.counts.dropped += count
+            log.error("%d usage records the store did not take are lost: no state directory", count)
+            return
+        try:
+            spill.dump(self._spill, left)
+        except OSError as exc:
+            self.writer.counts.dropped += count
+            log.error("%d usage records the store did not take are lost: %s", count, exc)
+            return
+        log.warning(
+            "%d usage records the store did not take are kept in %s, to be written at the next start",
+            count,
+            self._spill,
+        )
+
+    def _replay_spill(self) -> None:
+        """Puts the records a previous stop kept in the spill file back in the buffer."""
+        if self._spill is None:
+            return
+        try:
+            chunks, bad = spill.load(self._spill)
+        except OSError as exc:
+            log.error("could not read the usage spill file %s: %s", self._spill, exc)
+            return
+        if not chunks and not bad:
+            return
+        offered = kept = 0
+        for chunk in chunks:
+            offered += chunk.size
+            if self.writer.offer(chunk):
+                kept += chunk.size
+        log.warning(
+            "replaying %d usage records kept at the last stop in %s (%d did not fit the buffer, "
+            "%d lines could not be read)",
+            kept,
+            self._spill,
+            offered - kept,
+            bad,
+        )
+
     async def _goodbye(self) -> None:
         await self._exchange()
         await self._store.counters.leave(self.gateway_id)
 
     async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
+        """Runs `step` every `interval` seconds; a failing store is logged when the
+        failures begin and when they end, not at every try (four a second for the limit
+        exchange)."""
+        failing_since: float | None = None
         while True:
             await asyncio.sleep(interval)
             try:
                 await step()
             except StoreError as exc:  # the loop must outlive an unreachable store
                 self.sync_failures += 1
-                log.warning("auth store exchange failed (%s): %s", step.__name__, exc)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.warning("auth store exchange failed (%s), retrying quietly: %s", step.__name__, exc)
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "auth store exchange (%s) works again after %.0fs",
+                    step.__name__,
+                    time.monotonic() - failing_since,
+                )
+                failing_since = None
 
     # --- keeping the caches current ----------------------------------------------------
 

@@ -304,6 +304,13 @@ class UsageWriter:
             if min(written) < self._batch_size:
                 return
 
+    def take_all(self) -> list[UsageChunk]:
+        """Empties the buffer: its chunks, for a stop that could not write them."""
+        chunks = list(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        return chunks
+
     async def drain(self, timeout: float) -> None:
         """Writes what is buffered, for a clean stop; gives up after `timeout` seconds."""
         deadline = self._clock() + timeout

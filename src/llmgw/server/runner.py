@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
+from llmgw.auth.spill import spill_path
 from llmgw.config import Settings
 from llmgw.server import heap
 from llmgw.server.control import start_control
@@ -72,7 +73,7 @@ async def _auth(settings: Settings, config_dir: Path | None) -> AsyncIterator[Te
         return
     store = await Store.open(settings.auth.store)
     try:
-        gate = AuthGate(settings, store)
+        gate = AuthGate(settings, store, spill=spill_path(os.environ.get("STATE_DIRECTORY"), config_dir))
         await gate.start()
         try:
             token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))

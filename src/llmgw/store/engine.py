@@ -1,7 +1,8 @@
 """Opening the store's database: a SQLite file by default, PostgreSQL for a URL.
 
-`auth.store` is either a path (SQLite, in WAL mode so readers never wait on the usage
-writer) or a `postgresql://` URL, so several gateways share keys, limits and usage.
+`auth.store` is either a path (SQLite, with a rollback journal and no memory map, so a
+fault on its files is an error rather than a SIGBUS: see `SQLITE_PRAGMAS`) or a
+`postgresql://` URL, so several gateways share keys, limits and usage.
 Driver and database exceptions are turned into llmgw's own here, where they enter:
 anything about reaching the database becomes `StoreUnavailable`, a broken uniqueness or
 reference `StoreConflict`. `SqliteWorker` is the one path beside the engine: the usage
@@ -53,14 +54,27 @@ def database_url(location: str) -> sa.URL:
     return sa.URL.create("sqlite+aiosqlite", database=str(Path(location).expanduser()))
 
 
+SQLITE_PRAGMAS = (
+    # A rollback journal, not WAL: WAL keeps its index in the `-shm` file mapped into
+    # memory by every connection, whatever `mmap_size` says, and a fault on that map
+    # (the file truncated or its disk gone under traffic) is a SIGBUS that kills the
+    # gateway with no log line and every buffered record. With a rollback journal and
+    # no memory map, every fault comes back from a read or write as an error SQLite
+    # reports, which the usage writer retries and the gateway logs. The price: a
+    # reader waits for a commit in progress (milliseconds; writes are one batch a
+    # second), where in WAL mode it never did. A database found in WAL mode is turned
+    # back at the first connection (the busy timeout first: that takes a lock).
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    "PRAGMA journal_mode=DELETE",
+    "PRAGMA mmap_size=0",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+)
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    for pragma in (
-        "PRAGMA journal_mode=WAL",
-        "PRAGMA synchronous=NORMAL",
-        f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-        "PRAGMA foreign_keys=ON",
-    ):
+    for pragma in SQLITE_PRAGMAS:
         cursor.execute(pragma)
     cursor.close()
 
@@ -73,7 +87,8 @@ def create_private(path: Path) -> None:
     """Makes the store's file, empty (which SQLite takes for an empty database), readable
     by its owner only, in a directory only its owner can enter, where llmgw creates them:
     the store holds key hashes, usage and spend. SQLite gives the `-wal` and `-shm` files
-    it makes beside the database the database file's mode, so they are 0600 too. A file
+    it makes beside the database (the journal) the database file's mode, so they are
+    0600 too. A file
     or directory that is already there is left as it is (its owner chose its mode)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)
     try:
@@ -123,6 +138,12 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     except sa.exc.DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreUnavailable(f"the store connection broke: {_first_line(exc)}") from exc
+        if isinstance(exc, sa.exc.DatabaseError) and not isinstance(
+            exc, sa.exc.ProgrammingError | sa.exc.DataError
+        ):
+            # A file gone bad under the store (SQLite's "disk image is malformed"): a
+            # fault of the store's, which the loops using it retry, not a crash of theirs.
+            raise StoreUnavailable(f"the store failed: {_first_line(exc)}") from exc
         raise
     except (OSError, TimeoutError) as exc:
         raise StoreUnavailable(f"the store could not be reached: {exc}") from exc

@@ -1,6 +1,7 @@
-"""The SQLite store's files are the owner's alone: the database, its -wal and -shm
-files 0600, in a 0700 directory, when llmgw creates them (the store holds key hashes,
-usage and spend), whatever the umask."""
+"""The SQLite store's files are the owner's alone: the database (and the journal SQLite
+makes with its mode) 0600, in a 0700 directory, when llmgw creates them (the store holds
+key hashes, usage and spend), whatever the umask; and no `-shm` file is mapped, whose
+faults were a SIGBUS."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ def test_the_store_files_are_0600_in_a_0700_directory(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = await Store.open(str(database))
         try:
-            # A write through each connection, so SQLite has made the -wal and -shm files.
+            # A write through each connection: in WAL mode SQLite would have made -wal and -shm.
             await store.counters.register("gw", "host", 1, 1_800_000_000.0)
             await store.keys.active(1_800_000_000.0)
             for suffix in ("", "-wal", "-shm"):
-                seen[suffix] = mode(Path(f"{database}{suffix}"))
+                if Path(f"{database}{suffix}").exists():
+                    seen[suffix] = mode(Path(f"{database}{suffix}"))
         finally:
             await store.close()
 
@@ -36,7 +38,7 @@ def test_the_store_files_are_0600_in_a_0700_directory(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         os.umask(previous)
-    assert seen == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+    assert seen == {"": 0o600}
     assert mode(database.parent) == 0o700
 
 
