@@ -102,6 +102,9 @@ class _Entry:
     # spends an allowance without also counting. Everything that reads `local` settles.
     requests_granted: float = 0.0
     tokens_granted: float = 0.0
+    # The gateways the last allowance was shared among: allowance × gateways is what the
+    # fleet may still admit, as the x-ratelimit-remaining-* headers tell a client.
+    gateways: int = 1
 
     def allowance(self, dim: Dimension) -> float:
         return self.requests_allowance if dim == REQUESTS else self.tokens_allowance
@@ -176,6 +179,33 @@ class Meter:
         self.epoch = -1
         # Private stand-ins until the first judgement (and for good, for a missing rule).
         self.requests = self.tokens = _unlimited()
+
+    def headers(self, now: float) -> list[tuple[str, str]]:
+        """OpenAI's x-ratelimit-* headers for an answer this meter's caller was admitted
+        to, from its own limits (the most specific ones that apply): the limit, what
+        may still be admitted as the allowances say (exact alone; with G gateways, this
+        one's share times G), and when the window is empty again. Asked once per
+        answered request: what admission left behind, read, never judged again."""
+        out: list[tuple[str, str]] = []
+        rpm, tpm = self.rpm, self.tpm
+        if rpm is not None:
+            entry = self.requests
+            _limit_headers(out, "requests", rpm.limit, entry.requests_allowance * entry.gateways, entry, now)
+        if tpm is not None:
+            entry = self.tokens
+            _limit_headers(out, "tokens", tpm.limit, entry.tokens_allowance * entry.gateways, entry, now)
+        return out
+
+
+def _limit_headers(
+    out: list[tuple[str, str]], unit: str, limit: int, remaining: float, entry: _Entry, now: float
+) -> None:
+    left = int(remaining) if remaining < limit else limit
+    out.append((f"x-ratelimit-limit-{unit}", str(limit)))
+    out.append((f"x-ratelimit-remaining-{unit}", str(left if left > 0 else 0)))
+    # Something was admitted in this window: it is empty again two windows after its start.
+    reset = entry.window + 2 * windows.WINDOW_S - now
+    out.append((f"x-ratelimit-reset-{unit}", windows.format_reset(reset if reset > 0 else 0.0)))
 
 
 class SharedCounters:
@@ -316,6 +346,7 @@ class SharedCounters:
         if entry.allowance_limit[dim] not in (limit, -1):
             self._new_epoch()
         entry.grant(dim, (limit - estimate) / self.gateways - cost)
+        entry.gateways = self.gateways
         entry.allowance_epoch[dim] = self.epoch
         entry.allowance_limit[dim] = limit
 

@@ -119,14 +119,19 @@ class Dispatcher:
         raise as_api_error(last_error, first.model, self._retry_after)
 
     def _headers(
-        self, request_id: str, target: Target, endpoint: Endpoint, content_type: str
+        self, request_id: str, target: Target, endpoint: Endpoint, content_type: str, request: ClientRequest
     ) -> list[tuple[str, str]]:
-        return [
+        headers = [
             ("content-type", content_type),
             ("x-request-id", request_id),
             ("x-llmgw-model", target.model),
             ("x-llmgw-replica", endpoint.id),
         ]
+        account = request.account
+        if account is not None:
+            # With auth on: the caller's rate limits, as OpenAI sends them on every answer.
+            headers.extend(account.principal.meter.headers(time.time()))
+        return headers
 
     async def _try(
         self,
@@ -174,7 +179,7 @@ class Dispatcher:
             if isinstance(result, Answer):
                 proto.response_bytes(
                     result.status,
-                    self._headers(request_id, target, endpoint, result.content_type),
+                    self._headers(request_id, target, endpoint, result.content_type, request),
                     result.body,
                 )
                 finished = self._clock()
@@ -213,7 +218,7 @@ class Dispatcher:
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
-        headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
+        headers = self._headers(request_id, target, endpoint, _EVENT_STREAM, request)
         headers.append(("cache-control", "no-cache"))
         # The response ends when the handler returns; _pump holds no caught exception in
         # a local all the same, which would tie its frame (and the transport, and the

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, running_gateway
+from llmgw.server.testing import GatewayProcess, free_port, running_gateway
 from llmgw.sim.testing import SimEngineProcess, start_sim_engine
 from support.sims import endpoint
 
@@ -84,11 +84,23 @@ def admin(engine: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory) ->
             "store": str(store),
             "flush_interval": "100ms",
             # A thousandth of a unit a token, prompt or completion.
-            "pricing": {"chat-a": {"prompt_per_1k": 1_000_000, "completion_per_1k": 1_000_000}},
+            "pricing": {
+                name: {"prompt_per_1k": 1_000_000, "completion_per_1k": 1_000_000}
+                for name in ("chat-a", "chat-gone")
+            },
         },
-        "endpoints": [endpoint("sim-1", engine, "chat-a")],
+        "endpoints": [
+            endpoint("sim-1", engine, "chat-a"),
+            # Nothing listens there: its requests fail without an answer (503).
+            {
+                "id": "gone",
+                "url": f"http://127.0.0.1:{free_port()}",
+                "models": ["chat-gone"],
+                "engine": "sim",
+            },
+        ],
     }
-    with running_gateway(config) as gateway:
+    with running_gateway(config, timeout=60) as gateway:
         admin = Admin(gateway)
         try:
             yield admin
@@ -130,6 +142,22 @@ def test_a_budget_holds_against_forty_requests_at_once(admin: Admin) -> None:
     print(f"budget 1 unit, 40 at once: {admitted} admitted, {spent / UNIT_MICROS:.2f} units spent")
     # The budget is spent now, for every later request.
     assert asyncio.run(_many(admin.gateway, key, 1, 300)) == [429]
+
+
+def test_requests_that_fail_unanswered_give_their_reservation_back(admin: Admin) -> None:
+    """Each holds 0.3 units of a 1-unit budget while in flight; a failed one that kept
+    it would leave the budget spent, for nothing, after four failures."""
+    key = admin.project("unlucky", budget=1, budget_period="day")
+    with openai.OpenAI(base_url=admin.gateway.base_url, api_key=key, max_retries=0, timeout=30) as client:
+        for _ in range(6):
+            with pytest.raises(openai.APIStatusError) as failed:
+                client.chat.completions.create(
+                    model="chat-gone", messages=[{"role": "user", "content": "hello"}], max_tokens=300
+                )
+            assert failed.value.status_code in (502, 503, 504), failed.value.response.text
+        client.chat.completions.create(
+            model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=300
+        )
 
 
 def test_a_request_over_its_tpm_limit_outright_is_400_not_a_429_to_retry(admin: Admin) -> None:
@@ -220,3 +248,24 @@ def _metric(admin: Admin, name: str) -> float:
     text = admin.client.get(admin.gateway.admin_url + "/metrics").text
     line = next(line for line in text.splitlines() if line.startswith(name + " "))
     return float(line.rsplit(" ", 1)[1])
+
+
+def test_answers_carry_the_callers_rate_limit_headers(admin: Admin) -> None:
+    key = admin.project("metered", rpm=5, tpm=10_000)
+    with openai.OpenAI(base_url=admin.gateway.base_url, api_key=key, max_retries=0) as client:
+        seen = []
+        for stream in (False, True):
+            raw = client.chat.completions.with_raw_response.create(
+                model="chat-a", messages=[{"role": "user", "content": "hello"}], max_tokens=4, stream=stream
+            )
+            seen.append(raw.headers)
+            if stream:
+                for _ in raw.parse():
+                    pass
+    for answered, remaining in zip(seen, ("4", "3"), strict=True):
+        assert answered["x-ratelimit-limit-requests"] == "5"
+        assert answered["x-ratelimit-remaining-requests"] == remaining
+        assert answered["x-ratelimit-limit-tokens"] == "10000"
+        assert 0 < int(answered["x-ratelimit-remaining-tokens"]) < 10_000
+        assert answered["x-ratelimit-reset-requests"].endswith("s")
+        assert answered["x-ratelimit-reset-tokens"].endswith("s")

@@ -52,7 +52,8 @@ class Deployment:
         self.client = httpx.Client(timeout=10)
 
     def start(self) -> GatewayProcess:
-        return start_gateway(self.config, env={**os.environ, "STATE_DIRECTORY": str(self.state)})
+        env = {**os.environ, "STATE_DIRECTORY": str(self.state)}
+        return start_gateway(self.config, env=env, timeout=60)
 
     def admin(self, gateway: GatewayProcess, method: str, path: str, body: Any = None) -> Any:
         token = self.token_file.read_text().strip()
