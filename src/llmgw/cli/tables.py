@@ -1,0 +1,101 @@
+"""The command line's tables: rows of the admin API's answers, fitted to the terminal.
+
+A table must read in an 80-column terminal. Rich shrinks columns to fit and cuts what
+no longer fits with an ellipsis, headers included (`prompt_to…`); so here every
+column is at least as wide as its header's longest word, headers wrap at their spaces,
+and cells wrap (a long word folds onto the next line) instead of being cut. Columns
+that are long and seldom needed (full timestamps, who changed what) are left out
+unless `--wide` asks for them; with `--wide` every column is shown and every value
+on one line, however wide that makes the table. `--json` prints the rows as the API
+gave them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+WIDE = typer.Option(False, "--wide", help="Every column, each value in full on one line.")
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_UNBOUNDED_COLUMNS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the row's key, its header (spaces let it wrap), whether it is
+    shown only with `--wide`, and whether its values are kept whole (a key's id, to be
+    copied into `llmgw keys revoke`) rather than folded."""
+
+    key: str
+    header: str = ""
+    wide_only: bool = False
+    whole: bool = False
+
+    @property
+    def title(self) -> str:
+        return self.header or self.key.replace("_", " ")
+
+
+def columns(*specs: str | Column) -> tuple[Column, ...]:
+    """Columns from keys (their header is the key with spaces) or Column values."""
+    return tuple(spec if isinstance(spec, Column) else Column(spec) for spec in specs)
+
+
+def cell(value: Any) -> str:
+    """A value as a cell: a dash for none, lists comma-separated."""
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) or "(none)"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def table(
+    rows: Sequence[dict[str, Any]], spec: Sequence[Column], *, wide: bool = False, title: str = ""
+) -> Table:
+    """The rich Table of `rows` under `spec`'s columns."""
+    shown = [column for column in spec if wide or not column.wide_only]
+    out = Table(title=title or None)
+    cells = [[cell(row.get(column.key)) for column in shown] for row in rows]
+    for index, column in enumerate(shown):
+        if wide:
+            out.add_column(column.title, no_wrap=True)
+            continue
+        narrowest = max(len(word) for word in column.title.split())
+        if column.whole:
+            narrowest = max([narrowest, *(len(line[index]) for line in cells)])
+        out.add_column(column.title, min_width=narrowest, overflow="fold")
+    for line in cells:
+        out.add_row(*line)
+    return out
+
+
+def show(
+    rows: Iterable[dict[str, Any]],
+    spec: Sequence[str | Column],
+    *,
+    as_json: bool,
+    wide: bool = False,
+    title: str = "",
+) -> None:
+    """Prints `rows` as JSON or as a table fitted to the terminal (`wide`: as wide as it needs)."""
+    rows = list(rows)
+    if as_json:
+        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    rendered = table(rows, columns(*spec), wide=wide, title=title)
+    console = Console()
+    if wide:
+        # Measured against no limit (measure clamps to the console's width by default).
+        unbounded = console.options.update_width(_UNBOUNDED_COLUMNS)
+        needed = console.measure(rendered, options=unbounded).maximum
+        console = Console(width=max(console.width, needed))
+    console.print(rendered)
