@@ -1,9 +1,10 @@
 """The command line's tables: rows of the admin API's answers, fitted to the terminal.
 
 A table must read in an 80-column terminal. Rich shrinks columns to fit and cuts what
-no longer fits with an ellipsis, headers included (`prompt_to…`); so here every
-column is at least as wide as its header's longest word, headers wrap at their spaces,
-and cells wrap (a long word folds onto the next line) instead of being cut. Columns
+no longer fits with an ellipsis, headers included (`prompt_to…`), and its shrinking
+ignores a column's minimum width; so the widths are worked out here (`fit`): every
+column at least as wide as its header's longest word, headers wrapping at their
+spaces, cells wrapping (a long word folds onto the next line) instead of being cut. Columns
 that are long and seldom needed (full timestamps, who changed what) are left out
 unless `--wide` asks for them; with `--wide` every column is shown and every value
 on one line, however wide that makes the table. `--json` prints the rows as the API
@@ -18,6 +19,7 @@ from typing import Any
 
 import orjson
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
@@ -58,21 +60,52 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+def fit(narrowest: Sequence[int], values: Sequence[int], widest: Sequence[int], room: int) -> list[int]:
+    """Column widths within `room` where they can be: each column its `widest` (header
+    and values on one line) if all fit; else its `narrowest`, then the space left
+    handed out a character at a time to the narrowest column that wants more, first
+    up to its longest value (so short values are not folded to make room for long
+    ones), then up to its header on one line."""
+    widths = list(narrowest)
+    spare = room - sum(widths)
+    for targets in ([max(n, v) for n, v in zip(narrowest, values, strict=True)], list(widest)):
+        while spare > 0:
+            wanting = [i for i, width in enumerate(widths) if width < targets[i]]
+            if not wanting:
+                break
+            widths[min(wanting, key=lambda i: widths[i])] += 1
+            spare -= 1
+    return widths
+
+
 def table(
-    rows: Sequence[dict[str, Any]], spec: Sequence[Column], *, wide: bool = False, title: str = ""
+    rows: Sequence[dict[str, Any]],
+    spec: Sequence[Column],
+    *,
+    width: int,
+    wide: bool = False,
+    title: str = "",
 ) -> Table:
-    """The rich Table of `rows` under `spec`'s columns."""
+    """The rich Table of `rows` under `spec`'s columns, `width` columns wide at most
+    (unless its headers' words alone need more), or as wide as it needs with `wide`."""
     shown = [column for column in spec if wide or not column.wide_only]
     out = Table(title=title or None)
     cells = [[cell(row.get(column.key)) for column in shown] for row in rows]
-    for index, column in enumerate(shown):
-        if wide:
+    if wide:
+        for column in shown:
             out.add_column(column.title, no_wrap=True)
-            continue
-        narrowest = max(len(word) for word in column.title.split())
-        if column.whole:
-            narrowest = max([narrowest, *(len(line[index]) for line in cells)])
-        out.add_column(column.title, min_width=narrowest, overflow="fold")
+    else:
+        narrowest, values, widest = [], [], []
+        for index, column in enumerate(shown):
+            longest = max((cell_len(line[index]) for line in cells), default=0)
+            least = max(cell_len(word) for word in column.title.split())
+            narrowest.append(max(least, longest) if column.whole else least)
+            values.append(longest)
+            widest.append(max(cell_len(column.title), longest))
+        # Each column has a space either side and a border line before it; one closes the row.
+        room = width - 3 * len(shown) - 1
+        for column, chars in zip(shown, fit(narrowest, values, widest, room), strict=True):
+            out.add_column(column.title, width=chars, overflow="fold")
     for line in cells:
         out.add_row(*line)
     return out
@@ -91,8 +124,8 @@ def show(
     if as_json:
         typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return
-    rendered = table(rows, columns(*spec), wide=wide, title=title)
     console = Console()
+    rendered = table(rows, columns(*spec), width=console.width, wide=wide, title=title)
     if wide:
         # Measured against no limit (measure clamps to the console's width by default).
         unbounded = console.options.update_width(_UNBOUNDED_COLUMNS)
