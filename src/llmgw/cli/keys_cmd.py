@@ -88,7 +88,7 @@ def revoke(ctx: typer.Context, key_id: str = typer.Argument(..., metavar="ID")) 
 @app.command("ttl")
 def ttl(
     ctx: typer.Context,
-    kind: str = typer.Argument(..., help="org, team or project."),
+    kind: str = typer.Argument(..., metavar="KIND", help="org, team or project."),
     ident: str = typer.Argument(..., metavar="ID"),
     longest: str = typer.Argument(
         ..., metavar="DURATION", help="Longest lifetime of new keys under it, like 30d; 'none' clears."

@@ -26,6 +26,7 @@ from rich.table import Table
 WIDE = typer.Option(False, "--wide", help="Every column, each value in full on one line.")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _UNBOUNDED_COLUMNS = 1_000_000
+_SHORT_WORD = 8
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,24 @@ def table(
         for column in shown:
             out.add_column(column.title, no_wrap=True)
     else:
-        narrowest, values, widest = [], [], []
+        narrowest, preferred, values, widest = [], [], [], []
         for index, column in enumerate(shown):
-            longest = max((cell_len(line[index]) for line in cells), default=0)
+            texts = [line[index] for line in cells]
+            longest = max((cell_len(text) for text in texts), default=0)
             least = max(cell_len(word) for word in column.title.split())
-            narrowest.append(max(least, longest) if column.whole else least)
+            if column.whole:
+                least = max(least, longest)
+            narrowest.append(least)
+            # Short words (a state, a number) folded in two read badly: kept whole when
+            # there is room for it.
+            short = [cell_len(w) for text in texts for w in text.split() if cell_len(w) <= _SHORT_WORD]
+            preferred.append(max([least, *short]))
             values.append(longest)
             widest.append(max(cell_len(column.title), longest))
         # Each column has a space either side and a border line before it; one closes the row.
         room = width - 3 * len(shown) - 1
+        if sum(preferred) <= room:
+            narrowest = preferred
         for column, chars in zip(shown, fit(narrowest, values, widest, room), strict=True):
             out.add_column(column.title, width=chars, overflow="fold")
     for line in cells:

@@ -54,3 +54,17 @@ def test_a_whole_column_is_never_folded() -> None:
     rows: list[dict[str, object]] = [{"id": "3f9a0c1d", "name": "x" * 200}]
     shown = _render(rows, Column("id", whole=True), "name", width=40)
     assert "3f9a0c1d" in shown
+
+
+def test_short_words_stay_whole_when_there_is_room_and_headers_win_when_there_is_not() -> None:
+    rows: list[dict[str, object]] = [
+        {"name": "nightly-evaluation-of-the-ranking-model", "tpm": 100000, "state": "active"}
+    ]
+    roomy = _render(rows, "name", "tpm", "state", width=40)
+    assert "100000" in roomy
+    assert "active" in roomy
+    # 22 columns leave room for the headers' words exactly, not for the short values too.
+    tight = _render(rows, "name", "tpm", "state", width=22)
+    assert max(len(line) for line in tight.splitlines()) <= 22, tight
+    for header in ("name", "tpm", "state"):
+        assert header in tight
