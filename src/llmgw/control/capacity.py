@@ -20,8 +20,8 @@ from llmgw.agent.inventory import Inventory
 from llmgw.catalog import Catalog, Profile
 from llmgw.config.control import FacilityPolicy
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
-from llmgw.control.facility import Domain, domains_of
 from llmgw.control.quotas import chain
+from llmgw.hardware.facility import Domain, domains_of
 
 _GB = 1 << 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

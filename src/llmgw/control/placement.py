@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from llmgw.catalog import Model, Profile
 from llmgw.control.capacity import Capacity, Holding, NodeCapacity, weights_entry
 from llmgw.control.cluster import Assignment
-from llmgw.control.facility import Level, parse_level
+from llmgw.hardware.facility import Level, parse_level
 
 # The checks, in the order a node is judged by; a failure's number says how close the
 # node came, and the closest node's failure is the one explained.
