@@ -15,7 +15,7 @@ from agent_helpers import PORT_RANGE, AgentProcess, AgentStarter, clean_env, pid
 
 from llmgw.agent.protocol import ReplicaStatus, StartReplica, StopReplica
 from llmgw.agent.testing import FakeControlPlane
-from llmgw.router.engine_load import NAMES_BY_ENGINE, read_load
+from llmgw.engines.load import NAMES_BY_ENGINE, read_load
 from llmgw.sim.testing import http_status
 
 READY = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}

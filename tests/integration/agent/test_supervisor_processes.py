@@ -23,7 +23,7 @@ from llmgw.agent.protocol import ReplicaState, ReplicaStatus
 from llmgw.agent.state import StateDir
 from llmgw.agent.supervisor import Supervisor
 from llmgw.engines.launch import Launch
-from llmgw.router.engine_load import NAMES_BY_ENGINE
+from llmgw.engines.load import NAMES_BY_ENGINE
 from llmgw.server.testing import free_port
 
 STUB = Path(__file__).parent / "engine_stub.py"

@@ -9,7 +9,7 @@ from typer.main import get_command
 
 from llmgw.cli.sim_cmd import sim_engine
 from llmgw.engines import EngineAdapter, EngineProfile, LaunchContext, sim
-from llmgw.router.engine_load import ANY
+from llmgw.engines.load import ANY
 
 _PROFILE = EngineProfile(
     name="sim",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmgw.router.engine_load import (
+from llmgw.engines.load import (
     ANY,
     LLAMACPP,
     NAMES_BY_ENGINE,
