@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from llmgw.config.tls import TLS
+from llmgw.config.values import split_host_port
 from llmgw.errors import AgentError, ConfigError
-from llmgw.server.listen import split_listen
 
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -97,8 +97,11 @@ def agent_listener(agent_listen: str, tls: TLS, insecure: bool) -> AgentListener
     """The agent port as the settings ask: TLS whenever agent_tls is configured;
     plaintext only with agent_insecure, and then on loopback unless agent_listen names
     a host. ConfigError when neither is given."""
-    host, port = split_listen(agent_listen, "agent_listen")
-    named = bool(agent_listen.rpartition(":")[0].strip("[]"))
+    try:
+        host, port = split_host_port(agent_listen)
+    except ValueError as exc:
+        raise ConfigError([f"agent_listen: {exc}"]) from exc
+    named = bool(host)
     if tls.enabled:
         return AgentListener(host, port, server_context(tls))
     if not insecure:

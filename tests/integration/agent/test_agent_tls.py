@@ -274,7 +274,9 @@ def test_the_agent_port_is_tls_or_explicitly_plaintext_on_loopback(pki: Pki) -> 
     assert (plain.host, plain.port, plain.ssl) == ("127.0.0.1", 7443, None)
     assert agent_listener("10.0.0.5:7443", TLS(), insecure=True).host == "10.0.0.5"
     secure = agent_listener(":7443", pki.tls(), insecure=True)
-    assert secure.host == "0.0.0.0"
+    assert secure.host == ""  # every interface, IPv4 and IPv6, as the seed's ":7443" means
+    with pytest.raises(ConfigError, match=r"agent_listen: '7443' has no port"):
+        agent_listener("7443", pki.tls(), insecure=True)
     assert secure.ssl is not None
     assert secure.ssl.verify_mode == ssl.CERT_REQUIRED
 
