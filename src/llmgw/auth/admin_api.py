@@ -43,8 +43,8 @@ from llmgw.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from llmgw.router.responses import JSON, api_error_response, error_body
-from llmgw.router.rsgi import HTTPProtocol, Scope
+from llmgw.http.responses import JSON, api_error_response, error_body
+from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.store import Store
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Running the gateway: its listeners in one event loop, until told to stop.
 
 The client port, the admin port and the optional metrics port are llmgw's own
-HTTP/1.1 servers (llmgw.server.http1_server) on this process's asyncio loop (uvloop),
+HTTP/1.1 servers (llmgw.http.http1_server) on this process's asyncio loop (uvloop),
 beside the background loops (scraping, accounting), so all of them share the
 gateway's state without locks.
 SIGTERM and SIGINT stop it: listeners close, requests in flight finish, usage
@@ -22,11 +22,11 @@ from pathlib import Path
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
 from llmgw.config.values import split_host_port
+from llmgw.http.http1 import App
+from llmgw.http.http1_server import Http1Server
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
-from llmgw.server.http1 import App
-from llmgw.server.http1_server import Http1Server
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)

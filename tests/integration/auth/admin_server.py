@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
-from llmgw.server.http1_server import Http1Server
+from llmgw.http.http1_server import Http1Server
 from llmgw.store import Store
 
 

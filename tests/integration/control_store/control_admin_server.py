@@ -23,7 +23,7 @@ from llmgw.control.admin import ControlRoutes
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.lease import LeaderLease, LeaseTable
-from llmgw.server.http1_server import Http1Server
+from llmgw.http.http1_server import Http1Server
 from llmgw.store import Store
 
 GB = 1024**3

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from llmgw.server.http1_exchange import DateHeader, Exchange
+from llmgw.http.http1_exchange import DateHeader, Exchange
 
 
 class Wire:

@@ -32,7 +32,7 @@ from llmgw.errors import (
     UpstreamProtocol,
     UpstreamStatus,
 )
-from llmgw.router.responses import JSON, api_error_response, as_api_error, error_body, stream_error_event
+from llmgw.http.responses import JSON, api_error_response, as_api_error, error_body, stream_error_event
 from llmgw.router.sse import SseRelay
 
 STATUS_CASES = [

@@ -1,6 +1,6 @@
 """llmgw's HTTP/1.1 server connection: httptools parses, the running asyncio loop
 (uvloop) moves the bytes, and each request is handed to an RSGI-shaped application
-(llmgw.router.rsgi) as an `Exchange`.
+(llmgw.http.rsgi) as an `Exchange`.
 
 Why not granian, which served the gateway first: its Rust core hands each request
 to Python and back across threads, and that hand-off alone cost about 125 µs per
@@ -29,9 +29,9 @@ from typing import cast
 
 import httptools
 
-from llmgw.router.responses import JSON, error_body
-from llmgw.router.rsgi import ProtocolClosed
-from llmgw.server.http1_exchange import DateHeader, Exchange, RequestHeaders, RequestScope, response_head
+from llmgw.http.http1_exchange import DateHeader, Exchange, RequestHeaders, RequestScope, response_head
+from llmgw.http.responses import JSON, error_body
+from llmgw.http.rsgi import ProtocolClosed
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class _Refused(Exception):
 
 
 class ConnectionOwner:
-    """What the listener learns from its connections (llmgw.server.http1_server)."""
+    """What the listener learns from its connections (llmgw.http.http1_server)."""
 
     def opened(self, conn: Http1Connection) -> None:
         pass

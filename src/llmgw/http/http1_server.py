@@ -1,5 +1,5 @@
 """A listening socket serving an RSGI-shaped application with llmgw's HTTP/1.1
-connections (llmgw.server.http1), on the running loop.
+connections (llmgw.http.http1), on the running loop.
 
 The socket is accepted from by hand rather than through `loop.create_server` so that
 accepting can pause: past `max_connections` new clients wait in the kernel's listen
@@ -13,8 +13,8 @@ import contextlib
 import logging
 import socket
 
-from llmgw.server.http1 import App, ConnectionOwner, Http1Connection, Limits
-from llmgw.server.http1_exchange import DateHeader
+from llmgw.http.http1 import App, ConnectionOwner, Http1Connection, Limits
+from llmgw.http.http1_exchange import DateHeader
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """One request and its response on an HTTP/1.1 connection, as the gateway's
-applications see it (the Protocols in llmgw.router.rsgi).
+applications see it (the Protocols in llmgw.http.rsgi).
 
-The connection (llmgw.server.http1) parses the request and feeds its body here; the
+The connection (llmgw.http.http1) parses the request and feeds its body here; the
 application reads the body and answers through this object. What touches the socket
 goes through the connection's small `Wire` surface, so this module holds the HTTP
 semantics (framing, keep-alive, the head's bytes) and none of the socket handling.
@@ -18,7 +18,7 @@ from http import HTTPStatus
 from typing import Protocol
 from urllib.parse import unquote
 
-from llmgw.router.rsgi import ProtocolClosed
+from llmgw.http.rsgi import ProtocolClosed
 
 # Past this many unread body bytes the client's socket is paused until the
 # application catches up (unless it asked for the whole body at once).

@@ -3,7 +3,7 @@
 The shape is RSGI's (granian served these applications first): the application is
 called with a scope (method, path, headers) and a protocol object it reads the body
 from and answers through. The server behind it is llmgw's own
-(llmgw.server.http1); these Protocols are all the applications may rely on, so an
+(llmgw.http.http1); these Protocols are all the applications may rely on, so an
 in-memory fake serves them as well in tests and benchmarks.
 """
 
