@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llmgw.agent.inventory import GPU, Inventory, MigDevice, WeightsEntry
 from llmgw.catalog import Catalog, Model
 from llmgw.control.cluster import Assignment, ModelDemand, NodeView, ReplicaView
 from llmgw.control.plan import Plan, plan
+from llmgw.protocol.inventory import GPU, Inventory, MigDevice, WeightsEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 GB = 1 << 30

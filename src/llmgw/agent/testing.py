@@ -6,7 +6,7 @@ It runs its own event loop in a thread, so plain synchronous tests drive it:
 `wait_for` blocks on a condition that every received message notifies (it never
 sleeps a fixed time), and `send` hands an order to the agent's socket from the test's
 thread. The control plane proper (reconciler, placement) replaces it; the wire it
-speaks is `llmgw.agent.protocol`, the same for both.
+speaks is `llmgw.protocol.messages`, the same for both.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import TypeVar
 import aiohttp
 from aiohttp import web
 
-from llmgw.agent.protocol import (
+from llmgw.errors import AgentProtocolError
+from llmgw.protocol.messages import (
     AGENT_PATH,
     PROTOCOL_VERSION,
     AgentMessage,
@@ -41,8 +42,7 @@ from llmgw.agent.protocol import (
     decode_from_agent,
     encode,
 )
-from llmgw.agent.tls import peer_names
-from llmgw.errors import AgentProtocolError
+from llmgw.protocol.tls import peer_names
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from llmgw.agent.inventory import Inventory
 from llmgw.catalog import Profile
 from llmgw.control.cluster import Assignment
+from llmgw.protocol.inventory import Inventory
 
 
 def adopted_assignment(

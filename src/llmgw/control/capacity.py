@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from llmgw.agent.inventory import Inventory
 from llmgw.catalog import Catalog, Profile
 from llmgw.config.control import FacilityPolicy
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.quotas import chain
 from llmgw.hardware.facility import Domain, domains_of
+from llmgw.protocol.inventory import Inventory
 
 _GB = 1 << 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from llmgw.agent.inventory import Inventory
+from llmgw.protocol.inventory import Inventory
 
 NodeStatus = Literal["ready", "unreachable", "lost"]
 """ready: heartbeating. unreachable: silent past `unreachable_after`, its replicas kept

@@ -1,12 +1,12 @@
 """The control plane's end of the agent protocol: the WebSocket every agent keeps open
 on `agent_listen`, registration, and the orders sent back down it.
 
-The hub only speaks the protocol (`llmgw.agent.protocol`, docs/agent-protocol.md); what
+The hub only speaks the protocol (`llmgw.protocol.messages`, docs/agent-protocol.md); what
 an agent's messages mean for nodes and replicas is the `AgentEvents` it is given. One
 connection per node: a node that connects again (after a blip its old socket has not
 noticed yet) replaces its old connection, which is closed.
 
-With TLS, the node must be named by its certificate (`llmgw.agent.tls.peer_names`), so
+With TLS, the node must be named by its certificate (`llmgw.protocol.tls.peer_names`), so
 one machine's certificate cannot register as another machine.
 
 Only a control plane that leads takes agents (`accepting`): a standby answers `register`
@@ -27,7 +27,8 @@ from typing import Protocol
 import aiohttp
 from aiohttp import web
 
-from llmgw.agent.protocol import (
+from llmgw.errors import AgentProtocolError
+from llmgw.protocol.messages import (
     AGENT_PATH,
     NOT_LEADER,
     PROTOCOL_VERSION,
@@ -44,8 +45,7 @@ from llmgw.agent.protocol import (
     decode_from_agent,
     encode,
 )
-from llmgw.agent.tls import peer_names
-from llmgw.errors import AgentProtocolError
+from llmgw.protocol.tls import peer_names
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmgw.agent.inventory import Inventory
 from llmgw.control.cluster import NodeStatus, NodeView
+from llmgw.protocol.inventory import Inventory
 
 
 def node_status(

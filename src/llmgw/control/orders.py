@@ -21,9 +21,9 @@ import zlib
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from llmgw.agent.protocol import ProfileSpec, StartReplica, StopReplica
 from llmgw.catalog import Model
 from llmgw.control.replicas import Part, ReplicaRecord
+from llmgw.protocol.messages import ProfileSpec, StartReplica, StopReplica
 
 _KEY_CONTEXT = b"llmgw engine key v1\x00"
 

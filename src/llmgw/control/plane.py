@@ -34,17 +34,6 @@ from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from llmgw.agent.protocol import (
-    STALE_TERM,
-    Error,
-    FetchProgress,
-    Heartbeat,
-    NodeSettings,
-    Register,
-    ReplicaState,
-    ReplicaStatus,
-)
-from llmgw.agent.tls import AgentListener, agent_listener
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.config.control import FacilityPolicy
@@ -60,6 +49,17 @@ from llmgw.control.publish import Publisher
 from llmgw.control.quotas import NO_QUOTAS, Quotas
 from llmgw.control.reconciler import Reconciler, ReconcileRules
 from llmgw.control.replicas import Change, ReplicaBook
+from llmgw.protocol.messages import (
+    STALE_TERM,
+    Error,
+    FetchProgress,
+    Heartbeat,
+    NodeSettings,
+    Register,
+    ReplicaState,
+    ReplicaStatus,
+)
+from llmgw.protocol.tls import AgentListener, agent_listener
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,6 @@ from datetime import timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from llmgw.agent.protocol import ControlMessage, ReplicaStatus
 from llmgw.catalog import Catalog
 from llmgw.config.control import FacilityPolicy
 from llmgw.control.backoff import Backoff
@@ -52,6 +51,7 @@ from llmgw.control.plan import Plan, Start, Stop, plan
 from llmgw.control.publish import Publisher
 from llmgw.control.quotas import NO_QUOTAS, Quotas
 from llmgw.control.replicas import Part, ReplicaBook, ReplicaRecord
+from llmgw.protocol.messages import ControlMessage, ReplicaStatus
 from llmgw.router.endpoints import Endpoint
 
 log = logging.getLogger(__name__)

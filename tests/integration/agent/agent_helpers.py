@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from llmgw.agent.inventory import Inventory
-from llmgw.agent.protocol import ProfileSpec
 from llmgw.agent.state import StateDir, is_same_process
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import ProfileSpec
 
 PORT_RANGE = (21000, 21999)
 """Engines' ports in these tests, away from the sims other suites start on port 0."""

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from agent_helpers import AgentProcess, AgentStarter, pid_alive, sim_profile
 
-from llmgw.agent.protocol import (
+from llmgw.agent.testing import FakeControlPlane
+from llmgw.catalog.parts import Origin, OriginFile
+from llmgw.protocol.messages import (
     FetchProgress,
     ProfileSpec,
     ReplicaState,
@@ -27,8 +29,6 @@ from llmgw.agent.protocol import (
     StartReplica,
     StopReplica,
 )
-from llmgw.agent.testing import FakeControlPlane
-from llmgw.catalog.parts import Origin, OriginFile
 
 ENDED = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 STUB = Path(__file__).parent / "engine_stub.py"

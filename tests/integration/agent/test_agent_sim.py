@@ -13,9 +13,9 @@ import httpx
 import pytest
 from agent_helpers import PORT_RANGE, AgentProcess, AgentStarter, clean_env, pid_alive, sim_profile
 
-from llmgw.agent.protocol import ReplicaStatus, StartReplica, StopReplica
 from llmgw.agent.testing import FakeControlPlane
 from llmgw.engines.load import NAMES_BY_ENGINE, read_load
+from llmgw.protocol.messages import ReplicaStatus, StartReplica, StopReplica
 from llmgw.sim.testing import http_status
 
 READY = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}

@@ -21,8 +21,8 @@ import pytest
 from agent_helpers import AgentStarter, pid_alive
 
 from llmgw.agent.binaries import find_llama_server
-from llmgw.agent.protocol import ProfileSpec, ReplicaStatus, StartReplica, StopReplica
 from llmgw.agent.testing import FakeControlPlane
+from llmgw.protocol.messages import ProfileSpec, ReplicaStatus, StartReplica, StopReplica
 from llmgw.server.testing import GatewayProcess, free_port, start_gateway
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmgw.agent.inventory import GPU, Inventory
 from llmgw.auth import AdminApi, admin_token
 from llmgw.catalog import Catalog
 from llmgw.config import load_settings
@@ -24,6 +23,7 @@ from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.lease import LeaderLease, LeaseTable
 from llmgw.http.http1_server import Http1Server
+from llmgw.protocol.inventory import GPU, Inventory
 from llmgw.store import Store
 
 GB = 1024**3

@@ -44,12 +44,12 @@ import orjson
 import pydantic
 from pydantic import Field, TypeAdapter
 
-from llmgw.agent.inventory import Inventory
 from llmgw.catalog.parts import Origin
 from llmgw.core.durations import Duration
 from llmgw.core.strict import Strict
 from llmgw.engines.profile import EngineAdapter, EngineProfile
 from llmgw.errors import AgentProtocolError
+from llmgw.protocol.inventory import Inventory
 
 PROTOCOL_VERSION = 2
 """Bumped whenever a message gains, loses or changes a field (2: orders carry `term`)."""

@@ -11,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmgw.agent.client import RECONNECT_MAX_S, reconnect_delay
-from llmgw.agent.inventory import Inventory
-from llmgw.agent.protocol import (
+from llmgw.catalog.parts import Origin, OriginFile
+from llmgw.engines.profile import EngineAdapter, EngineProfile
+from llmgw.errors import AgentProtocolError
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import (
     AGENT_PATH,
     PROTOCOL_VERSION,
     Error,
@@ -31,9 +34,6 @@ from llmgw.agent.protocol import (
     decode_from_control,
     encode,
 )
-from llmgw.catalog.parts import Origin, OriginFile
-from llmgw.engines.profile import EngineAdapter, EngineProfile
-from llmgw.errors import AgentProtocolError
 
 
 def _inventory() -> Inventory:
