@@ -135,10 +135,10 @@ class LocalAgent:
 
 
 def start_local_agent(agent_listen: str, state_dir: Path, model: ExampleModel) -> LocalAgent:
-    """`python -m llmgw.agent` dialling the control plane on loopback, without TLS (the
+    """`python -m llmgw.cli.agent` dialling the control plane on loopback, without TLS (the
     control plane accepts that on loopback only)."""
     _, port = split_host_port(agent_listen)
-    command = [sys.executable, "-m", "llmgw.agent", "--server", f"127.0.0.1:{port}", "--insecure"]
+    command = [sys.executable, "-m", "llmgw.cli.agent", "--server", f"127.0.0.1:{port}", "--insecure"]
     command += ["--node-id", "local", "--state-dir", str(state_dir), "--log-level", "warning"]
     if model.engine_bin:
         command += ["--engine-bin", f"llamacpp={model.engine_bin}"]

@@ -8,7 +8,7 @@ token blocks, prefill and decode costs, and faults chosen explicitly. The model 
 and clock-injected (`scheduler`, `prefix_cache`, `cost`, `tokenizer`, `textgen`); the
 HTTP layer (`app`, `routes_*`) only drives it.
 
-Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
+Start one with `llmgw sim-engine` or `python -m llmgw.cli.sim`; from tests, with
 `llmgw.sim.testing.start_sim_engine`, or in-process with `create_app(SimState.build(...))`.
 """
 

@@ -1,6 +1,6 @@
 """Starting sim engines as subprocesses, for this and every other test suite.
 
-`start_sim_engine("--flavor", "llamacpp", ...)` runs `python -m llmgw.sim --port 0
+`start_sim_engine("--flavor", "llamacpp", ...)` runs `python -m llmgw.cli.sim --port 0
 --admin-port 0 ...`, reads the ports from the line the sim prints, polls `/health`
 until it answers 200 (never sleeping a fixed time), and returns a handle with the URLs.
 `handle.stop()` ends it by its PID (SIGTERM, then SIGKILL after a bound). Use it as a
@@ -138,8 +138,8 @@ def start_sim_engine(
     timeout: float = 20.0,
     env: Mapping[str, str] | None = None,
 ) -> SimEngineProcess:
-    """Start `python -m llmgw.sim --port 0 --admin-port 0 *args`; ready unless `wait_ready=False`."""
-    command = [sys.executable, "-m", "llmgw.sim", "--port", "0", "--admin-port", "0", *args]
+    """Start `python -m llmgw.cli.sim --port 0 --admin-port 0 *args`; ready unless `wait_ready=False`."""
+    command = [sys.executable, "-m", "llmgw.cli.sim", "--port", "0", "--admin-port", "0", *args]
     process = subprocess.Popen(  # the sim prints one line on stdout; its logs go to stderr
         command,
         stdout=subprocess.PIPE,

@@ -61,7 +61,7 @@ def test_a_sim_replica_starts_serves_and_stops(module_control: FakeControlPlane,
     assert answer.status_code == 200
     assert os.getpgid(ready.pid) == ready.pid, "the engine leads a process group of its own"
     log = agent.state_dir / "replicas" / "r1" / "engine.log"
-    assert "llmgw.sim" in log.read_text()
+    assert "-m llmgw.cli.sim" in log.read_text()
     assert (agent.state_dir / "replicas" / "r1" / "replica.json").exists()
 
     module_control.send("n1", StopReplica(replica_id="r1"))

@@ -22,7 +22,7 @@ _PROFILE = EngineProfile(
 
 def test_argv() -> None:
     launch = sim.launch(_PROFILE, LaunchContext(port=20001, host="127.0.0.1"))
-    assert launch.argv[:3] == (sys.executable, "-m", "llmgw.sim")
+    assert launch.argv[:3] == (sys.executable, "-m", "llmgw.cli.sim")
     assert launch.argv[3:] == (
         "--host",
         "127.0.0.1",

@@ -1,4 +1,4 @@
-"""`python -m llmgw.agent`: the `llmgw agent` command on its own.
+"""`python -m llmgw.cli.agent`: the `llmgw agent` command on its own.
 
 The same command as `llmgw agent`, without importing every other command of `llmgw`
 (the server, the store, the operator's tools): an agent on a small machine, and the

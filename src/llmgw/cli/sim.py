@@ -1,4 +1,4 @@
-"""`python -m llmgw.sim`: the `llmgw sim-engine` command on its own.
+"""`python -m llmgw.cli.sim`: the `llmgw sim-engine` command on its own.
 
 Used by tests and benchmarks to start sims as subprocesses without importing the whole
 `llmgw` command (and so without the server's configuration modules).
