@@ -42,8 +42,8 @@ from typing import Any
 import httpx
 
 from llmgw.agent.state import StateDir, is_same_process
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
-from llmgw.sim.testing import start_sim_engine, wait_until_ready
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.sim import start_sim_engine, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from agent_helpers import AgentProcess, AgentStarter, pid_alive, sim_profile
 
-from llmgw.agent.testing import FakeControlPlane
 from llmgw.catalog.parts import Origin, OriginFile
 from llmgw.protocol.messages import (
     FetchProgress,
@@ -29,6 +28,7 @@ from llmgw.protocol.messages import (
     StartReplica,
     StopReplica,
 )
+from llmgw.testing.agent import FakeControlPlane
 
 ENDED = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 STUB = Path(__file__).parent / "engine_stub.py"

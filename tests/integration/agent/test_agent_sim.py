@@ -13,10 +13,10 @@ import httpx
 import pytest
 from agent_helpers import PORT_RANGE, AgentProcess, AgentStarter, clean_env, pid_alive, sim_profile
 
-from llmgw.agent.testing import FakeControlPlane
 from llmgw.engines.load import NAMES_BY_ENGINE, read_load
 from llmgw.protocol.messages import ReplicaStatus, StartReplica, StopReplica
-from llmgw.sim.testing import http_status
+from llmgw.testing.agent import FakeControlPlane
+from llmgw.testing.sim import http_status
 
 READY = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 

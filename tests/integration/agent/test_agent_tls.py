@@ -20,11 +20,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from llmgw.agent.testing import FakeControlPlane
 from llmgw.config.tls import TLS
 from llmgw.errors import AgentError, ConfigError
 from llmgw.protocol.messages import AGENT_PATH, Register, decode_from_control, encode
 from llmgw.protocol.tls import agent_listener, client_context, server_context
+from llmgw.testing.agent import FakeControlPlane
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from llmgw.agent.supervisor import Supervisor
 from llmgw.engines.launch import Launch
 from llmgw.engines.load import NAMES_BY_ENGINE
 from llmgw.protocol.messages import ReplicaState, ReplicaStatus
-from llmgw.server.testing import free_port
+from llmgw.testing.server import free_port
 
 STUB = Path(__file__).parent / "engine_stub.py"
 WAIT_S = 30.0

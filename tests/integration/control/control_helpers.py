@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import httpx
 
 from llmgw.agent.state import StateDir, is_same_process
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 
 T = TypeVar("T")
 PORT_RANGE = (22000, 22999)

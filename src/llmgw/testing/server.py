@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from llmgw.sim.testing import http_status
+from llmgw.testing.sim import http_status
 
 _POLL_S = 0.02
 
