@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from llmgw.auth import admin_token
+from llmgw.admin import token as admin_token
 from llmgw.config import load_settings
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9090"

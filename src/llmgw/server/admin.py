@@ -20,7 +20,7 @@ from llmgw.http.rsgi import HTTPProtocol, Scope
 log = logging.getLogger(__name__)
 
 AdminRoutes = Callable[[Scope, HTTPProtocol], Awaitable[None]]
-"""An RSGI application mounted under `/api` (`llmgw.auth.AdminApi`)."""
+"""An RSGI application mounted under `/api` (`llmgw.admin.api.AdminApi`)."""
 
 
 class AdminApp:

@@ -24,9 +24,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmgw.admin.control_routes import ControlRoutes
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
-from llmgw.control.admin import ControlRoutes
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.catalog_watch import CatalogWatcher
 from llmgw.control.cluster import NodeView, ReplicaView

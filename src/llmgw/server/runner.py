@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmgw.auth import AdminApi, AuthGate, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.auth import AuthGate
 from llmgw.config import Settings
 from llmgw.config.values import split_host_port
 from llmgw.http.http1 import App

@@ -15,10 +15,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmgw.auth import AdminApi, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.admin.control_routes import ControlRoutes
 from llmgw.catalog import Catalog
 from llmgw.config import load_settings
-from llmgw.control.admin import ControlRoutes
 from llmgw.control.catalog_store import CatalogStore
 from llmgw.control.cluster import Assignment, NodeView, ReplicaView
 from llmgw.control.lease import LeaderLease, LeaseTable

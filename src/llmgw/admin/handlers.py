@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from llmgw.auth import admin_models as m
+from llmgw.admin import models as m
 from llmgw.auth import policy
 from llmgw.auth.budgets import current_periods
 from llmgw.auth.gate import AuthGate

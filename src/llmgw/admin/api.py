@@ -11,7 +11,7 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     PUT               /api/ttl/<kind>/<id>      {max_key_ttl}
     GET               /api/usage?by=project|team|org|user|key|model&since=24h
     GET               /api/usage/records?limit=100&key=<id>&since=1h
-    *                 /api/control/...          the control plane's routes (llmgw.control.admin)
+    *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -28,8 +28,8 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import ValidationError
 
-from llmgw.auth import admin_token
-from llmgw.auth.admin_handlers import Handlers, Query
+from llmgw.admin import token as admin_token
+from llmgw.admin.handlers import Handlers, Query
 from llmgw.auth.gate import AuthGate
 from llmgw.config import Settings
 from llmgw.errors import (
@@ -48,7 +48,7 @@ from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.store import Store
 
 if TYPE_CHECKING:
-    from llmgw.control.admin import ControlRoutes
+    from llmgw.admin.control_routes import ControlRoutes
 
 log = logging.getLogger(__name__)
 
