@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from llmgw.auth.admin_client import AdminError
+from llmgw.cli.admin_client import AdminError
 from llmgw.cli.tenancy_cmd import call, client, connect, fail, show
 
 app = typer.Typer(

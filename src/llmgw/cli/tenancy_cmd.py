@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmgw.auth.admin_client import DEFAULT_ADMIN_URL, AdminClient, AdminError, find_token
+from llmgw.cli.admin_client import DEFAULT_ADMIN_URL, AdminClient, AdminError, find_token
 from llmgw.errors import ConfigError
 
 _SCOPE_COLUMNS = (

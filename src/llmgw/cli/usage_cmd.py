@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from llmgw.auth.admin_client import DEFAULT_ADMIN_URL
+from llmgw.cli.admin_client import DEFAULT_ADMIN_URL
 from llmgw.cli.tenancy_cmd import call, connect, show
 
 app = typer.Typer(help="Requests, tokens and cost, grouped.", invoke_without_command=True)
