@@ -28,10 +28,8 @@ from pydantic import ValidationError
 
 from llmgw.catalog.quoting import q
 from llmgw.config.values import NonNegativeInt
-from llmgw.control.catalog_store import CatalogStore, RuntimeCatalog
-from llmgw.control.cluster import LIVE_PHASES, NodeView, ReplicaView
-from llmgw.control.lease import LeaderLease
-from llmgw.control.view import ControlView
+from llmgw.control.decisions.cluster import LIVE_PHASES, NodeView, ReplicaView
+from llmgw.control.runtime.view import ControlView
 from llmgw.core.problems import describe_validation_error
 from llmgw.core.strict import Strict
 from llmgw.errors import (
@@ -45,6 +43,8 @@ from llmgw.errors import (
     StoreMissing,
     StoreUnavailable,
 )
+from llmgw.store.catalog_store import CatalogStore, RuntimeCatalog
+from llmgw.store.lease import LeaderLease
 
 Query = Mapping[str, str]
 Answer = tuple[int, Any]

@@ -12,8 +12,15 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from llmgw.catalog import Catalog, Model
-from llmgw.control.cluster import Assignment, ModelDemand, NodeStatus, NodeView, ReplicaPhase, ReplicaView
-from llmgw.control.plan import Plan, plan
+from llmgw.control.decisions.cluster import (
+    Assignment,
+    ModelDemand,
+    NodeStatus,
+    NodeView,
+    ReplicaPhase,
+    ReplicaView,
+)
+from llmgw.control.decisions.plan import Plan, plan
 from llmgw.protocol.inventory import GPU, Inventory, MigDevice, WeightsEntry
 
 GB = 1 << 30

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from runtime_world import catalog, sim_model, world
 
-from llmgw.control.cluster import ModelDemand
+from llmgw.control.decisions.cluster import ModelDemand
 from llmgw.protocol.messages import ReplicaStatus
 
 READY = ReplicaStatus.READY

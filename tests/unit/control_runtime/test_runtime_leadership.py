@@ -21,10 +21,9 @@ from runtime_world import Clock, catalog, inventory, sim_model
 
 from llmgw.agent.client import AgentLink, round_delay
 from llmgw.agent.node import Node, NodeConfig
-from llmgw.control.hub import AgentHub
-from llmgw.control.lease import LeaseTable
-from llmgw.control.plane import ControlPlane, PlaneConfig
-from llmgw.control.replica_table import ReplicaTable, servable
+from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.plane import ControlPlane, PlaneConfig
+from llmgw.control.tables.replica_table import ReplicaTable, servable
 from llmgw.protocol.messages import (
     Error,
     FetchProgress,
@@ -36,6 +35,7 @@ from llmgw.protocol.messages import (
 )
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
 from llmgw.store import Store
+from llmgw.store.lease import LeaseTable
 from llmgw.upstream import UpstreamClient
 
 WAIT_S = 10.0

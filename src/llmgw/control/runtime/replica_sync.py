@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from llmgw.control.background import Background, StoreOutage
-from llmgw.control.lease import LeaderLease
-from llmgw.control.plane import ControlPlane
-from llmgw.control.replica_table import ReplicaTable, servable
+from llmgw.control.runtime.background import Background, StoreOutage
+from llmgw.control.runtime.plane import ControlPlane
+from llmgw.control.tables.replica_table import ReplicaTable, servable
 from llmgw.router.endpoints import EndpointSpec
+from llmgw.store.lease import LeaderLease
 
 log = logging.getLogger(__name__)
 

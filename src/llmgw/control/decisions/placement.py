@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llmgw.catalog import Model, Profile
-from llmgw.control.capacity import Capacity, Holding, NodeCapacity, weights_entry
-from llmgw.control.cluster import Assignment
+from llmgw.control.decisions.capacity import Capacity, Holding, NodeCapacity, weights_entry
+from llmgw.control.decisions.cluster import Assignment
 from llmgw.hardware.facility import Level, parse_level
 
 # The checks, in the order a node is judged by; a failure's number says how close the

@@ -7,7 +7,7 @@ org), and a device a project's model holds counts against each of them. So a sta
 allowed only where every scope on the owner's chain that has a quota has room for it.
 A model with no owner is shared and counts against nobody.
 
-Pure values, read from the store by `llmgw.control.quota_watch` and handed to `plan`.
+Pure values, read from the store by `llmgw.control.runtime.quota_watch` and handed to `plan`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from llmgw.catalog import Model
-from llmgw.control.replicas import Part, ReplicaRecord
+from llmgw.control.decisions.replicas import Part, ReplicaRecord
 from llmgw.protocol.messages import ProfileSpec, StartReplica, StopReplica
 
 _KEY_CONTEXT = b"llmgw engine key v1\x00"

@@ -1,6 +1,6 @@
 """What the admin routes need from the running control plane, as a Protocol.
 
-The control plane (`llmgw.control.plane.ControlPlane`) satisfies it structurally; so
+The control plane (`llmgw.control.runtime.plane.ControlPlane`) satisfies it structurally; so
 does a small fake in tests, which is how the routes and `llmgw ctl` are tested without
 agents.
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from llmgw.catalog import Catalog
-from llmgw.control.cluster import NodeView, ReplicaView
+from llmgw.control.decisions.cluster import NodeView, ReplicaView
 
 
 class ControlView(Protocol):

@@ -1,5 +1,5 @@
 """The cluster's secret: what every replica's engine API key is derived from
-(`llmgw.control.orders.engine_key`).
+(`llmgw.control.decisions.orders.engine_key`).
 
 It must outlive any one server: a restarted server, a follower and a newly elected
 leader all derive the same key for a replica, or the engines they adopt would refuse

@@ -1,5 +1,5 @@
 """The demand rows in the store: every server's report of what its router saw, for the
-leader to plan with (`llmgw.control.demand`).
+leader to plan with (`llmgw.control.decisions.demand`).
 
 One row per (model, server): when the model was last asked for there, since when a
 request there has waited for it (NULL: none waits), and when the server last wrote. A
@@ -19,10 +19,10 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from llmgw.control.demand import Asked, ServerDemand
-from llmgw.control.lease import database_now
+from llmgw.control.decisions.demand import Asked, ServerDemand
 from llmgw.store import schema
 from llmgw.store.engine import transaction, upsert
+from llmgw.store.lease import database_now
 
 _DEMAND = schema.control_demand
 

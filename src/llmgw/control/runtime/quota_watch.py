@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Protocol
 
-from llmgw.control.background import Background
-from llmgw.control.quotas import NO_QUOTAS, Quotas
+from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
+from llmgw.control.runtime.background import Background
 from llmgw.errors import StoreError
 from llmgw.store.rows import ScopeKind
 

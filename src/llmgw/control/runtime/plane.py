@@ -10,7 +10,7 @@ moment its agent says so, which releases the waiting request.
 
 The admin API reads it through `nodes()`, `replicas()`, `explain(model)` and `catalog`,
 and changes the catalog with `replace_catalog`; the owners' GPU quotas come from the
-store through `set_quotas` (`llmgw.control.quota_watch`); `is_leader` (the store's
+store through `set_quotas` (`llmgw.control.runtime.quota_watch`); `is_leader` (the store's
 lease) decides whether this process places work or only follows.
 
 Leadership is read at the top of every pass. A plane that gains it takes agents and
@@ -18,7 +18,7 @@ gives them `unreachable_after` from that moment to come back before it places an
 (`settled`), so what they still run is adopted, not started twice; until then it keeps
 routing the set it followed. A plane that loses it stops at once: it sends every agent
 away (`not_leader`), forgets its nodes and replicas, and routes by the set the new
-leader writes to the store (`llmgw.control.replica_sync`).
+leader writes to the store (`llmgw.control.runtime.replica_sync`).
 """
 
 from __future__ import annotations
@@ -37,18 +37,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.config.control import FacilityPolicy
-from llmgw.control import plan as planning
-from llmgw.control.adoption import adopted_assignment
-from llmgw.control.backoff import Backoff
-from llmgw.control.cluster import ModelDemand, NodeView, ReplicaView
-from llmgw.control.demand import Asked, ServerDemand, merge_demand
-from llmgw.control.hub import AgentHub
-from llmgw.control.nodes import NodeRegistry
-from llmgw.control.orders import engine_key
-from llmgw.control.publish import Publisher
-from llmgw.control.quotas import NO_QUOTAS, Quotas
-from llmgw.control.reconciler import Reconciler, ReconcileRules
-from llmgw.control.replicas import Change, ReplicaBook
+from llmgw.control.decisions import plan as planning
+from llmgw.control.decisions.adoption import adopted_assignment
+from llmgw.control.decisions.backoff import Backoff
+from llmgw.control.decisions.cluster import ModelDemand, NodeView, ReplicaView
+from llmgw.control.decisions.demand import Asked, ServerDemand, merge_demand
+from llmgw.control.decisions.nodes import NodeRegistry
+from llmgw.control.decisions.orders import engine_key
+from llmgw.control.decisions.publish import Publisher
+from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
+from llmgw.control.decisions.replicas import Change, ReplicaBook
+from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.reconciler import Reconciler, ReconcileRules
 from llmgw.protocol.messages import (
     STALE_TERM,
     Error,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from llmgw.catalog import Catalog, Profile
 from llmgw.config.control import FacilityPolicy
-from llmgw.control.cluster import Assignment, NodeView, ReplicaView
-from llmgw.control.quotas import chain
+from llmgw.control.decisions.cluster import Assignment, NodeView, ReplicaView
+from llmgw.control.decisions.quotas import chain
 from llmgw.hardware.facility import Domain, domains_of
 from llmgw.protocol.inventory import Inventory
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from llmgw.control.cluster import Assignment, ReplicaPhase, ReplicaView
+from llmgw.control.decisions.cluster import Assignment, ReplicaPhase, ReplicaView
 from llmgw.protocol.messages import ReplicaState, ReplicaStatus
 
 _ENDED = (ReplicaStatus.STOPPED, ReplicaStatus.FAILED, ReplicaStatus.CRASHED)

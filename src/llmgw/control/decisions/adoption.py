@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from llmgw.catalog import Profile
-from llmgw.control.cluster import Assignment
+from llmgw.control.decisions.cluster import Assignment
 from llmgw.protocol.inventory import Inventory
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from llmgw.catalog import Catalog
-from llmgw.control.background import Background
-from llmgw.control.catalog_store import CatalogStore
+from llmgw.control.runtime.background import Background
 from llmgw.errors import ConfigError, StoreError
+from llmgw.store.catalog_store import CatalogStore
 
 log = logging.getLogger(__name__)
 

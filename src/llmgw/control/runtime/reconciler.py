@@ -43,14 +43,14 @@ from zoneinfo import ZoneInfo
 
 from llmgw.catalog import Catalog
 from llmgw.config.control import FacilityPolicy
-from llmgw.control.backoff import Backoff
-from llmgw.control.cluster import ModelDemand
-from llmgw.control.nodes import NodeRegistry
-from llmgw.control.orders import start_order, stop_order
-from llmgw.control.plan import Plan, Start, Stop, plan
-from llmgw.control.publish import Publisher
-from llmgw.control.quotas import NO_QUOTAS, Quotas
-from llmgw.control.replicas import Part, ReplicaBook, ReplicaRecord
+from llmgw.control.decisions.backoff import Backoff
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.control.decisions.nodes import NodeRegistry
+from llmgw.control.decisions.orders import start_order, stop_order
+from llmgw.control.decisions.plan import Plan, Start, Stop, plan
+from llmgw.control.decisions.publish import Publisher
+from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
+from llmgw.control.decisions.replicas import Part, ReplicaBook, ReplicaRecord
 from llmgw.protocol.messages import ControlMessage, ReplicaStatus
 from llmgw.router.endpoints import Endpoint
 

@@ -12,7 +12,7 @@ the router nothing.
 
 Only the leader knows the replicas first-hand (agents connect to it alone). A server
 that follows publishes the set the leader wrote to the store instead
-(`llmgw.control.replica_table`), and when it becomes the leader keeps that set published
+(`llmgw.control.tables.replica_table`), and when it becomes the leader keeps that set published
 beside its own replicas until its agents have had time to come back, so taking over
 withdraws nothing that still serves.
 """
@@ -25,7 +25,7 @@ import orjson
 
 from llmgw.catalog import Catalog
 from llmgw.config.endpoints import PRIORITY_ENGINES
-from llmgw.control.replicas import ReplicaRecord
+from llmgw.control.decisions.replicas import ReplicaRecord
 from llmgw.engines.llamacpp import adapter_ids
 from llmgw.router.endpoints import Endpoint, EndpointRegistry, EndpointSpec
 

@@ -7,7 +7,7 @@ Every `control.interval`, on each server sharing a store:
   request that starts waiting for a model writes at once (`urge`), not at the next
   interval;
 - the leader reads every other server's rows and hands them to its plane, which merges
-  them into the demand it plans with (`llmgw.control.demand.merge_demand`) and runs a
+  them into the demand it plans with (`llmgw.control.decisions.demand.merge_demand`) and runs a
   pass at once when a request elsewhere newly waits; now and then it deletes the rows
   of servers long gone.
 
@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from llmgw.control.background import Background, StoreOutage
-from llmgw.control.demand import Asked, changed_reports, on_local_clock
-from llmgw.control.demand_table import DemandTable
-from llmgw.control.lease import LeaderLease
-from llmgw.control.plane import ControlPlane
+from llmgw.control.decisions.demand import Asked, changed_reports, on_local_clock
+from llmgw.control.runtime.background import Background, StoreOutage
+from llmgw.control.runtime.plane import ControlPlane
+from llmgw.control.tables.demand_table import DemandTable
+from llmgw.store.lease import LeaderLease
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from llmgw.control.lease import LEASE_NAME, LeaseStatus, database_now, lease_record
-from llmgw.control.publish import SCHEDULING_LABEL, lora_ids_of
+from llmgw.control.decisions.publish import SCHEDULING_LABEL, lora_ids_of
 from llmgw.router.endpoints import EndpointSpec
 from llmgw.store import schema
 from llmgw.store.engine import transaction, upsert
+from llmgw.store.lease import LEASE_NAME, LeaseStatus, database_now, lease_record
 
 _REPLICAS = schema.control_replicas
 _LEASES = schema.control_lease

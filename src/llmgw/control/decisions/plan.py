@@ -7,7 +7,7 @@ models that left the catalog stopped; every model is brought within its floor an
 ceiling, surplus newest first; then the models below their floor are placed, highest
 class first, each taking capacity from strictly lower classes where nothing else fits.
 A start, with or without preemption, is made only where its owner and every scope above
-it that has a quota (`llmgw.control.quotas`) has room for its devices; a replica already
+it that has a quota (`llmgw.control.decisions.quotas`) has room for its devices; a replica already
 running over a quota lowered since is left alone (the quota holds back starts, it does
 not stop what serves).
 Free capacity is indexed only when something must be placed, so a pass with nothing to
@@ -27,12 +27,12 @@ from zoneinfo import ZoneInfo
 
 from llmgw.catalog import Catalog, Model, class_rank
 from llmgw.config.control import FacilityPolicy
-from llmgw.control.capacity import Capacity
-from llmgw.control.cluster import Assignment, ModelDemand, NodeView, ReplicaView
-from llmgw.control.desired import DEFAULT_IDLE_TIMEOUT, Desired, desired, placeable
-from llmgw.control.placement import Choice, Need, needs_of, place, why_not
-from llmgw.control.preemption import Victim, preempt
-from llmgw.control.quotas import Quotas
+from llmgw.control.decisions.capacity import Capacity
+from llmgw.control.decisions.cluster import Assignment, ModelDemand, NodeView, ReplicaView
+from llmgw.control.decisions.desired import DEFAULT_IDLE_TIMEOUT, Desired, desired, placeable
+from llmgw.control.decisions.placement import Choice, Need, needs_of, place, why_not
+from llmgw.control.decisions.preemption import Victim, preempt
+from llmgw.control.decisions.quotas import Quotas
 
 StopReason = Literal["scale_down", "idle", "outside_schedule", "preempted", "removed", "lost", "failed"]
 

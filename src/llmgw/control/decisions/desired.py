@@ -18,7 +18,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from llmgw.catalog import Model
-from llmgw.control.cluster import ModelDemand
+from llmgw.control.decisions.cluster import ModelDemand
 
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=30)
 """An on-demand model's idle timeout when neither it nor the cluster gives one:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from llmgw.control.capacity import Capacity, Holding, NodeCapacity
-from llmgw.control.placement import FITS, NO_ENGINE, NO_LABELS, Choice, Need, assign, check, choose
+from llmgw.control.decisions.capacity import Capacity, Holding, NodeCapacity
+from llmgw.control.decisions.placement import FITS, NO_ENGINE, NO_LABELS, Choice, Need, assign, check, choose
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Each server's router knows only its own requests: when each model was last asked for,
 and whether a request waits for a model that has no replica. The leader alone places
 work, so each server reports what its router saw (`Asked`) through the store
-(`llmgw.control.demand_table`), and the leader folds every other server's report into
+(`llmgw.control.tables.demand_table`), and the leader folds every other server's report into
 its own (`merge_demand`).
 
 A report from a server silent for longer than `silent_after` is ignored: that server is
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from llmgw.control.cluster import ModelDemand
+from llmgw.control.decisions.cluster import ModelDemand
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmgw.control.cluster import NodeStatus, NodeView
+from llmgw.control.decisions.cluster import NodeStatus, NodeView
 from llmgw.protocol.inventory import Inventory
 
 
