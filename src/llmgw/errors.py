@@ -23,7 +23,7 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         StoreMissing       no row with that identity
       ApiError             a refusal sent to an API client; its class carries the HTTP
                            status and OpenAI's error type, so the status is chosen by
-                           type in one place (router/responses.py), never by reading text
+                           type in one place (http/responses.py), never by reading text
         LimitRefusal       a 429 that carries response headers (`headers`) besides
                            Retry-After; a RateLimited
           RateLimitExceeded  an RPM or TPM limit is reached; x-ratelimit-* headers

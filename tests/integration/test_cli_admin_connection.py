@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 
 LLMGW = Path(sys.executable).with_name("llmgw")
 ELLIPSIS = "…"

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from llmgw.auth.admin_client import AdminClient, AdminError, Connection, open_client
+from llmgw.cli.admin_client import AdminClient, AdminError, Connection, open_client
 
 PANEL = "Connection"
 _ADMIN = typer.Option(

@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from llmgw.auth.admin_client import AdminError
+from llmgw.cli.admin_client import AdminError
 from llmgw.cli.connection import AdminTyper, call, client, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
 

@@ -14,8 +14,8 @@ from pydantic import field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.values import NonNegativeDuration, NonNegativeFloat, PositiveDuration
-from llmgw.control.facility import Domain, parse_domain
 from llmgw.core.strict import Strict
+from llmgw.hardware.facility import Domain, parse_domain
 
 DEFAULT_LEASE_TTL = timedelta(seconds=15)
 DEFAULT_MEASURED_FRESH = timedelta(minutes=2)

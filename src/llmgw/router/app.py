@@ -1,5 +1,5 @@
-"""The client-facing OpenAI API, as an RSGI-shaped application (llmgw.router.rsgi)
-served by llmgw's own HTTP/1.1 server (llmgw.server.http1: httptools on uvloop).
+"""The client-facing OpenAI API, as an RSGI-shaped application (llmgw.http.rsgi)
+served by llmgw's own HTTP/1.1 server (llmgw.http.http1: httptools on uvloop).
 
 Why that server: the application is called once per request with the body ready, on
 the loop the rest of the gateway runs on, with nothing between the socket and it but
@@ -27,14 +27,14 @@ import orjson
 
 from llmgw.auth.tags import parse_tags
 from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.http.responses import JSON, api_error_response
+from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl
 from llmgw.router.request import ClientRequest, Kind, parse_request
-from llmgw.router.responses import JSON, api_error_response
-from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
 from llmgw.router.usage import NO_TAGS, Account, new_account
 

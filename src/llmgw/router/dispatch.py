@@ -25,13 +25,13 @@ from llmgw.errors import (
     UpstreamError,
     UpstreamStatus,
 )
+from llmgw.http.responses import as_api_error, stream_error_event
+from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
-from llmgw.router.responses import as_api_error, stream_error_event
-from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from llmgw.engines.load import NAMES_BY_ENGINE, EngineLoad, MetricNames
 from llmgw.router.breaker import Breaker
-from llmgw.router.engine_load import NAMES_BY_ENGINE, EngineLoad, MetricNames
 from llmgw.upstream import OriginPool, UpstreamClient
 
 

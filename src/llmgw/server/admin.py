@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from llmgw.router.responses import error_body
-from llmgw.router.rsgi import HTTPProtocol, Scope
+from llmgw.http.responses import error_body
+from llmgw.http.rsgi import HTTPProtocol, Scope
 
 log = logging.getLogger(__name__)
 
 AdminRoutes = Callable[[Scope, HTTPProtocol], Awaitable[None]]
-"""An RSGI application mounted under `/api` (`llmgw.auth.AdminApi`)."""
+"""An RSGI application mounted under `/api` (`llmgw.admin.api.AdminApi`)."""
 
 
 class AdminApp:

@@ -1,7 +1,7 @@
 """Running the gateway: its listeners in one event loop, until told to stop.
 
 The client port, the admin port and the optional metrics port are llmgw's own
-HTTP/1.1 servers (llmgw.server.http1_server) on this process's asyncio loop (uvloop),
+HTTP/1.1 servers (llmgw.http.http1_server) on this process's asyncio loop (uvloop),
 beside the background loops (scraping, accounting), so all of them share the
 gateway's state without locks.
 SIGTERM and SIGINT stop it: listeners close, requests in flight finish, usage
@@ -19,14 +19,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmgw.auth import AdminApi, AuthGate, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.auth import AuthGate
 from llmgw.config import Settings
+from llmgw.config.values import split_host_port
+from llmgw.http.http1 import App
+from llmgw.http.http1_server import Http1Server
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
-from llmgw.server.http1 import App
-from llmgw.server.http1_server import Http1Server
-from llmgw.server.listen import split_listen
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,8 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
 
 
-def _server(app: App, address: str, field: str, max_connections: int) -> Http1Server:
-    host, port = split_listen(address, field)
+def _server(app: App, address: str, max_connections: int) -> Http1Server:
+    host, port = split_host_port(address)  # checked when the settings loaded
     return Http1Server(app, host, port, max_connections=max_connections, backlog=2048)
 
 
@@ -46,11 +48,11 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
     already refused an admin address off loopback without admin_remote); only the
     client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, "listen", settings.max_connections),
-        _server(gateway.admin, settings.admin_listen, "admin_listen", 0),
+        _server(gateway.app, settings.listen, settings.max_connections),
+        _server(gateway.admin, settings.admin_listen, 0),
     ]
     if settings.metrics_listen:
-        servers.append(_server(gateway.metrics_app, settings.metrics_listen, "metrics_listen", 0))
+        servers.append(_server(gateway.metrics_app, settings.metrics_listen, 0))
     return servers
 
 

@@ -14,7 +14,7 @@ import pytest
 from control_helpers import Cluster, cluster, server_config, sim_model, wait_for
 
 from llmgw.agent.state import StateDir
-from llmgw.server.testing import start_gateway
+from llmgw.testing.server import start_gateway
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from llmgw.cli.main import app
 from llmgw.core.yamlio import dump_yaml
-from llmgw.server.testing import free_port
+from llmgw.testing.server import free_port
 from support.control_store import CHAT, SMALL, Definition, definition
 
 SERVER = Path(__file__).with_name("control_admin_server.py")

@@ -25,8 +25,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 from support.sims import endpoint
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmgw.server.testing import GatewayProcess, start_gateway
+from llmgw.testing.server import GatewayProcess, start_gateway
 from support.clients import ClientFactory
 from support.sims import endpoint, sim
 

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess
 from support.clients import ClientFactory
 from support.sims import endpoint, set_fault, sim, sim_state
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmgw.auth.admin_client import (
+from llmgw.cli.admin_client import (
     DEFAULT_ADMIN_URL,
     AdminError,
     Connection,
