@@ -43,6 +43,8 @@ from llmgw.config.values import IPNetwork, ListenAddress, NetworkText, NonNegati
 from llmgw.errors import CatalogError
 
 ENV_PREFIX = "LLMGW_"
+DEFAULT_STORE_FILE = "llmgw.db"
+"""The store's file name where `auth.store` is empty and a control plane needs one."""
 _INDEXED = re.compile(r"^models\[(\d+)\]: (.*)$", re.DOTALL)
 ENV_NESTED_DELIMITER = "__"
 
@@ -212,6 +214,17 @@ class Settings(BaseSettings):
     @property
     def effective_backup_dir(self) -> str:
         return self.backup_dir or DEFAULT_BACKUP_DIR
+
+    def effective_store(self, config_dir: Path | None, state_directory: str | None) -> str:
+        """The store a server opens: `auth.store` as set, else the SQLite file `llmgw.db`
+        in the service's state directory (systemd's STATE_DIRECTORY), else beside the
+        configuration. With auth off it holds what the control plane keeps: the runtime
+        catalog, the lease, the cluster's secret."""
+        if self.auth.store:
+            return self.auth.store
+        if state_directory:
+            return str(Path(state_directory) / DEFAULT_STORE_FILE)
+        return str((config_dir or Path()) / DEFAULT_STORE_FILE)
 
     def effective_admin_token_file(self, config_dir: Path | None, state_directory: str | None) -> Path:
         """The admin token's file: as set, else in the service's state directory (systemd's
