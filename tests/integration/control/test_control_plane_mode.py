@@ -58,6 +58,8 @@ def test_ctl_models_works_on_the_control_plane_example_with_auth_off() -> None:
         )
         assert inert.status_code == 200
         assert [row["path"] for row in inert.json()["data"]] == ["firewall.enabled"]
+        # The same line the server printed as it started.
+        assert "warning: firewall.enabled: the node firewall is not enforced" in server.log()
 
 
 def test_no_static_endpoints_start_a_control_plane_without_control_enabled() -> None:
