@@ -13,8 +13,8 @@ ROLE_GUARD = "guard"
 
 
 class SLO(Strict):
-    """The latency a model is expected to meet: `ctl bench` measures capacity against
-    it, and admission holds the lower bands back while the recent p99 is past it."""
+    """The latency a model is expected to meet: admission holds the lower bands back
+    while the recent p99 is past it."""
 
     ttft_p99: Duration = timedelta(0)
     """Time to the first token that 99 requests in 100 are within."""

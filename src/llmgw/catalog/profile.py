@@ -66,7 +66,7 @@ class Profile(Strict):
     keep_within: str = ""
     """Keeps a multi-node replica inside one site, room, row, rack or pdu."""
     weight: float = 0
-    """The router's capacity weight, ideally measured by `ctl bench`."""
+    """The router's capacity weight, ideally measured on the deployment's replicas."""
     priority: int = 0
     """Placement tries higher priorities first."""
     startup_timeout: Duration = timedelta(0)

@@ -29,6 +29,7 @@ def check(
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ) -> None:
     """Load FILE with the environment's LLMGW_ overrides; print `ok: N models`, or each problem.
+
     A setting in use that this version does not act on is a warning line on stderr."""
     try:
         settings = load_settings(file)

@@ -26,8 +26,9 @@ def server(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ) -> None:
-    """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`. Each
-    setting in use that this version does not act on is a warning line as it starts."""
+    """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`.
+
+    Each setting in use that this version does not act on is a warning line as it starts."""
     import uvloop  # noqa: PLC0415 (see the imports)
 
     from llmgw.server.embedded import describe, embedded_settings  # noqa: PLC0415

@@ -175,3 +175,11 @@ def test_the_firewall_promise_stands_where_a_control_plane_would_act_on_it() -> 
     # Turned off, it promises nothing; a router alone has no agents to tell.
     assert inert_in_use(_load({"firewall": {"enabled": False}})) == []
     assert inert_in_use(_load(_ROUTER_ONLY)) == []
+
+
+def test_the_documentation_lists_exactly_the_inert_settings() -> None:
+    docs = (SRC.parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## Settings this version does not act on") :]
+    section = section[: section.index("\n## ")]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, re.MULTILINE))
+    assert rows == dict(INERT)
