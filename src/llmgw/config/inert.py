@@ -65,6 +65,7 @@ INERT: Mapping[str, str] = {
     + "; agents install no nftables rules, so fence the ports yourself",
     "firewall_networks": "the node firewall is " + _NOT_ENFORCED + "; these networks change nothing",
     "agent_tls.server_name": "the server does not use it: agents check the name they dial",
+    "endpoints[].pool": "this version shows the pool nowhere and routes no differently by it",
     # The router's features not built yet.
     "router.kv_index": "the router builds no KV-event index in this version; prefix routing uses its "
     "own tree",
@@ -87,6 +88,8 @@ INERT: Mapping[str, str] = {
     "models[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].profiles[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].external.peer": "federation with other clusters is not available in this version",
+    "models[].external.api": "this version speaks the OpenAI API to every external provider; "
+    "comfyui is not supported",
     "models[].external.workflow": "ComfyUI workflows are not run by this version",
     "models[].external.output": "ComfyUI workflows are not run by this version",
     "models[].adapters[].scale": "adapter scales are not applied by this version; adapters load at "
@@ -97,6 +100,8 @@ INERT: Mapping[str, str] = {
     "version; the engine only opens the port",
     "models[].origin.repo": "this version fetches weights from `source` only; the recorded "
     "repository is not read",
+    "models[].origin.revision": "this version checks the weights' files only; the recorded revision "
+    "is not read",
     "models[].origin.previous": "this version keeps no previous weights to roll back to",
 }
 
