@@ -88,8 +88,7 @@ class Auth(Strict):
     store: str = ""
     """Path of the SQLite database for keys, tenancy and usage, or a postgresql:// URL
     for a server several gateways share; needed once enabled. Empty with auth off: a
-    control plane keeps its runtime catalog in `llmgw.db` in the state directory, else
-    beside the configuration."""
+    control plane keeps its runtime catalog in `llmgw.db` beside the admin token."""
     cache_ttl: NonNegativeDuration = timedelta(0)
     """How long a key that checked out is cached before the store is consulted again.
     It bounds how long a revoked key still works; shorter means more store reads."""

@@ -219,14 +219,12 @@ class Settings(BaseSettings):
 
     def effective_store(self, config_dir: Path | None, state_directory: str | None) -> str:
         """The store a server opens: `auth.store` as set, else the SQLite file `llmgw.db`
-        in the service's state directory (systemd's STATE_DIRECTORY), else beside the
-        configuration. With auth off it holds what the control plane keeps: the runtime
-        catalog, the lease, the cluster's secret."""
+        beside the admin token (see `effective_admin_token_file`). With auth off it holds
+        what the control plane keeps: the runtime catalog, the lease and the cluster's
+        secret, which engine keys derive from; hence beside the other secret."""
         if self.auth.store:
             return self.auth.store
-        if state_directory:
-            return str(Path(state_directory) / DEFAULT_STORE_FILE)
-        return str((config_dir or Path()) / DEFAULT_STORE_FILE)
+        return str(self.effective_admin_token_file(config_dir, state_directory).parent / DEFAULT_STORE_FILE)
 
     def effective_admin_token_file(self, config_dir: Path | None, state_directory: str | None) -> Path:
         """The admin token's file: as set, else in the service's state directory (systemd's

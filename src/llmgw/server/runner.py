@@ -88,6 +88,13 @@ def _run_directory(settings: Settings, config_dir: Path | None) -> Iterator[Path
         yield Path(folder)
 
 
+def _private_file(path: Path) -> None:
+    """Makes the default store's file readable by this user only before SQLite opens it
+    (it holds the cluster's secret; SQLite gives its journal files the same mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 @contextlib.asynccontextmanager
 async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
     """With auth on or a control plane: the store opened (and upgraded) and the admin API
@@ -97,7 +104,10 @@ async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator
         yield None
         return
     state_directory = os.environ.get("STATE_DIRECTORY")
-    store = await Store.open(settings.effective_store(config_dir, state_directory))
+    location = settings.effective_store(config_dir, state_directory)
+    if not settings.auth.store:
+        _private_file(Path(location))
+    store = await Store.open(location)
     try:
         gate = AuthGate(settings, store) if settings.auth.enabled else None
         if gate is not None:

@@ -51,8 +51,8 @@ def test_ctl_models_works_on_the_control_plane_example_with_auth_off() -> None:
         assert listed.returncode == 0, listed.stderr
         names = {row["name"] for row in json.loads(listed.stdout)}
         assert names == {"chat", "lazy"}
-        # The store is the default SQLite file beside the configuration.
-        assert (server.config_path.parent / "llmgw.db").is_file()
+        # The store is the default SQLite file, beside the admin token.
+        assert (server.config_path.parent / "secrets" / "llmgw.db").is_file()
         inert = httpx.get(
             server.admin_url + "/api/settings/inert", headers={"authorization": f"Bearer {token}"}
         )
@@ -87,4 +87,4 @@ def test_a_router_only_file_serves_no_admin_api() -> None:
         answer = httpx.get(server.admin_url + "/api/control/models")
         assert answer.status_code == 404
         assert "control plane" in answer.json()["error"]["message"]
-        assert not (server.config_path.parent / "llmgw.db").exists()
+        assert not (server.config_path.parent / "secrets").exists()

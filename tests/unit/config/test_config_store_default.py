@@ -1,6 +1,6 @@
 """Where a server's store is when `auth.store` is empty: the control plane needs one with
-auth off too, so the default is a SQLite file in the state directory or beside the
-configuration."""
+auth off too, so the default is a SQLite file beside the admin token (it holds the
+cluster's secret)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ def test_auth_store_as_set_wins() -> None:
     assert settings.effective_store(Path("/etc/llmgw"), "/var/lib/llmgw") == "postgresql://db/llmgw"
 
 
-def test_the_state_directory_comes_before_the_configuration() -> None:
+def test_beside_the_admin_token() -> None:
+    given = Settings.model_validate({"admin_token_file": "/etc/llmgw/keys/admin-token"})
+    assert given.effective_store(Path("/srv/gw"), "/var/lib/llmgw") == "/etc/llmgw/keys/llmgw.db"
     assert Settings().effective_store(Path("/etc/llmgw"), "/var/lib/llmgw") == "/var/lib/llmgw/llmgw.db"
-
-
-def test_beside_the_configuration_otherwise() -> None:
-    assert Settings().effective_store(Path("/srv/gw"), None) == "/srv/gw/llmgw.db"
+    assert Settings().effective_store(Path("/srv/gw"), None) == "/srv/gw/secrets/llmgw.db"
 
 
 def test_control_plane_mode_is_the_seeds_rule() -> None:
