@@ -100,10 +100,10 @@ class ControlRuntime:
 
 
 async def engine_secret(settings: Settings, store: Store | None, config_dir: Path | None) -> bytes:
-    """The cluster's secret the engine keys are derived from: the store's, else the file
-    beside the admin token. A server given no place to keep it (the embedded one: no
-    configuration file, no state directory, no admin token file) gets one for this run
-    only, as its engines end with it."""
+    """The cluster's secret the engine keys are derived from: the store's (the server
+    always has one when its control plane runs), else, for a caller that passes none, the
+    file beside the admin token. A caller with no place to keep it (no configuration
+    file, no state directory, no admin token file) gets one for this run only."""
     if store is not None:
         return await stored_secret(store.engine)
     state_directory = os.environ.get("STATE_DIRECTORY")
