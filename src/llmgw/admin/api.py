@@ -12,6 +12,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     GET               /api/usage?by=project|team|org|user|key|model&since=24h
     GET               /api/usage/records?limit=100&key=<id>&since=1h
     *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
+    GET               /api/settings/inert       settings in use that this version does not act
+                                                on (llmgw.config.inert), one per path
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -32,11 +34,13 @@ from llmgw.admin import token as admin_token
 from llmgw.admin.handlers import Handlers, Query
 from llmgw.auth.gate import AuthGate
 from llmgw.config import Settings
+from llmgw.config.inert import InertSetting, inert_in_use
 from llmgw.errors import (
     ApiError,
     AuthUnavailable,
     BadRequest,
     Conflict,
+    MethodNotAllowed,
     NotFound,
     StoreConflict,
     StoreMissing,
@@ -71,6 +75,8 @@ class AdminApi:
         self._token = token
         self._handlers = Handlers(settings, store, gate, clock)
         self.control = control
+        self.inert: Callable[[], list[InertSetting]] = lambda: inert_in_use(settings)
+        """The inert settings in use; the server points it at the catalog in force."""
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -105,6 +111,10 @@ class AdminApi:
                     "this server runs no control plane, so /api/control is not here", code="unknown_route"
                 )
             return await self.control.handle(method, parts[1:], query, body)
+        if parts == ["settings", "inert"]:
+            if method != "GET":
+                raise MethodNotAllowed(f"{method} {path} is not served; use GET")
+            return 200, {"data": [found.as_json() for found in self.inert()]}
         try:
             data = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError as exc:

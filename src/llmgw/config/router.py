@@ -1,7 +1,7 @@
 """How the gateway picks a replica for each request, and how long it waits on one.
 
-Scoring thresholds here are starting points: `llmgw ctl bench` measures what a
-deployment's replicas sustain, and those figures should replace these.
+Scoring thresholds here are starting points: measure what a deployment's replicas
+sustain, and replace these with those figures.
 """
 
 from __future__ import annotations
@@ -95,7 +95,11 @@ class Prefix(Strict):
 class KVIndex(Strict):
     """Tuning of exact KV-cache routing, fed by block events vLLM replicas publish. The
     catalog decides which models take part (a vLLM profile with `kv_events`); these
-    knobs only shape the lookup."""
+    knobs only shape the lookup.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     tokenize_timeout: NonNegativeDuration = timedelta(0)
     """Time allowed for the pre-routing tokenize call to a replica of the model; when it

@@ -1,5 +1,5 @@
 """The admin listener's RSGI application: health, readiness, metrics, and the admin
-API under `/api` when the server has a store (auth on).
+API under `/api` when the server has a store (auth on, or a control plane).
 
 `/healthz` answers while the process serves at all; `/readyz` once the gateway has
 what it needs to route (its first round of replica scrapes is done), so a load
@@ -58,7 +58,8 @@ class AdminApp:
                 proto.response_bytes(503, [("content-type", "text/plain")], b"not ready\n")
         else:
             why = (
-                "the admin API is served with auth on (auth.enabled: true), which gives it a store"
+                "the admin API is served with auth on (auth.enabled: true) or a control plane, which "
+                "give the server a store; this one routes to static endpoints only"
                 if path.startswith("/api") and not self._metrics_only
                 else f"{path} is not served here"
             )

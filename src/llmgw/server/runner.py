@@ -15,7 +15,8 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from llmgw.admin import token as admin_token
 from llmgw.admin.api import AdminApi
 from llmgw.auth import AuthGate
 from llmgw.config import Settings
+from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
 from llmgw.http.http1 import App
 from llmgw.http.http1_server import Http1Server
@@ -58,31 +60,68 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
 
 @dataclass(frozen=True)
 class Tenancy:
-    """What auth brings to a server: its store, the gate and the admin API."""
+    """What the store brings to a server: the store itself, the admin API and, with auth
+    on, the gate."""
 
     store: Store
-    gate: AuthGate
+    gate: AuthGate | None
     api: AdminApi
 
 
+def needs_store(settings: Settings) -> bool:
+    """Auth keeps keys and usage in the store; the control plane its runtime catalog,
+    lease and secret. A router-only server without auth has nothing to keep."""
+    return settings.auth.enabled or settings.control_plane_mode
+
+
+@contextlib.contextmanager
+def _run_directory(settings: Settings, config_dir: Path | None) -> Iterator[Path | None]:
+    """Where the defaults of the store and the admin token live: beside the configuration,
+    or in the service's state directory. A server given neither (the embedded defaults)
+    gets a directory for this run only, removed as it stops, rather than writing into
+    whatever directory it was started from."""
+    if config_dir is not None or os.environ.get("STATE_DIRECTORY") or not needs_store(settings):
+        yield config_dir
+        return
+    if settings.auth.store and settings.admin_token_file:
+        yield config_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="llmgw-server-") as folder:
+        yield Path(folder)
+
+
+def _private_file(path: Path) -> None:
+    """Makes the default store's file readable by this user only before SQLite opens it
+    (it holds the cluster's secret; SQLite gives its journal files the same mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 @contextlib.asynccontextmanager
-async def _auth(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
-    """With auth on: the store opened (and upgraded), the gate started with every key
-    read, and the admin API behind its token; all closed again on the way out."""
-    if not settings.auth.enabled:
+async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
+    """With auth on or a control plane: the store opened (and upgraded) and the admin API
+    behind its token; with auth on, the gate started with every key read too. All closed
+    again on the way out."""
+    if not needs_store(settings):
         yield None
         return
-    store = await Store.open(settings.auth.store)
+    state_directory = os.environ.get("STATE_DIRECTORY")
+    location = settings.effective_store(config_dir, state_directory)
+    if not settings.auth.store:
+        _private_file(Path(location))
+    store = await Store.open(location)
     try:
-        gate = AuthGate(settings, store)
-        await gate.start()
+        gate = AuthGate(settings, store) if settings.auth.enabled else None
+        if gate is not None:
+            await gate.start()
         try:
-            token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))
+            token_file = settings.effective_admin_token_file(config_dir, state_directory)
             token = admin_token.load_or_create(token_file)
             log.info("admin API on %s/api; its token is in %s", settings.admin_listen, token_file)
             yield Tenancy(store, gate, AdminApi(settings, store, token, gate))
         finally:
-            await gate.close()
+            if gate is not None:
+                await gate.close()
     finally:
         await store.close()
 
@@ -96,9 +135,17 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with _auth(settings, config_dir) as tenancy:
+    with _run_directory(settings, config_dir) as run_dir:
+        await _serve(settings, stop, run_dir)
+
+
+async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
+    async with _tenancy(settings, config_dir) as tenancy:
         api = tenancy.api if tenancy is not None else None
         gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        if api is not None:
+            # The report follows the catalog in force, runtime changes included.
+            api.inert = lambda: inert_in_use(settings, gateway.catalog)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()
