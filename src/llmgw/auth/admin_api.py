@@ -12,6 +12,7 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     GET               /api/usage?by=project|team|org|user|key|model&since=24h
     GET               /api/usage/records?limit=100&key=<id>&since=1h
     *                 /api/control/...          the control plane's routes (llmgw.control.admin)
+    GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -49,6 +50,7 @@ from llmgw.store import Store
 
 if TYPE_CHECKING:
     from llmgw.control.admin import ControlRoutes
+    from llmgw.router.admin_routes import RouterRoutes
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class AdminApi:
         self._token = token
         self._handlers = Handlers(settings, store, gate, clock)
         self.control = control
+        self.router: RouterRoutes | None = None
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -105,6 +108,8 @@ class AdminApi:
                     "this server runs no control plane, so /api/control is not here", code="unknown_route"
                 )
             return await self.control.handle(method, parts[1:], query, body)
+        if parts and parts[0] == "router" and self.router is not None:
+            return await self.router.handle(method, parts[1:], query, body)
         try:
             data = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError as exc:

@@ -26,7 +26,12 @@ TIMEOUT_S = 30.0
 
 
 class AdminError(Exception):
-    """The admin API refused, or could not be reached; the message says which and why."""
+    """The admin API refused, or could not be reached; the message says which and why,
+    and `status` is the refusal's HTTP status (None when it could not be reached)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def find_token(
@@ -82,7 +87,7 @@ class AdminClient:
                 return orjson.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as exc:
             with exc:
-                raise AdminError(_refusal(exc)) from None
+                raise AdminError(_refusal(exc), exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(f"cannot reach the admin API at {self._base}: {reason}") from None

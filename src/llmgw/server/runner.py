@@ -21,6 +21,7 @@ from pathlib import Path
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
+from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
@@ -97,6 +98,8 @@ async def serve(
     async with _auth(settings, config_dir) as tenancy:
         api = tenancy.api if tenancy is not None else None
         gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        if api is not None:
+            api.router = RouterRoutes(gateway.endpoints, gateway.clock)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()
