@@ -78,7 +78,7 @@ class Deployment:
 def engines() -> Iterator[tuple[SimEngineProcess, SimEngineProcess]]:
     # "locked" wants a key the gateway is not given: it refuses every request with 401.
     locked = sim("--model", "m", "--model", "solo", "--api-key", ENGINE_KEY)
-    good = sim("--model", "m", "--model", "free")
+    good = sim("--model", "m", "--model", "free", "--model", "pair")
     try:
         yield locked, good
     finally:
@@ -95,7 +95,8 @@ def deployment(
         "auth": {"enabled": True, "store": str(tmp_path_factory.mktemp("errors") / "llmgw.db")},
         "endpoints": [
             endpoint("locked", locked, "m", "solo"),
-            endpoint("good", good, "m", "free"),
+            endpoint("good", good, "m", "free", "pair"),
+            endpoint("locked-2", locked, "pair"),
             # Nothing listens there: every try fails, so the client gets 503.
             {"id": "down", "url": f"http://127.0.0.1:{free_port()}", "models": ["gone"], "engine": "sim"},
         ],
@@ -103,6 +104,7 @@ def deployment(
             "max_body_bytes": 4000,
             "failure_threshold": 3,
             "cooldown": "10m",
+            "default_profile": "round_robin",
             "cors": {"origins": [ALLOWED]},
         },
     }
@@ -223,6 +225,24 @@ def test_a_replica_refusing_the_gateways_key_is_a_502_and_leaves_routing(deploym
     log = d.gateway.log()
     assert "replica locked" in log
     assert ENGINE_KEY not in log
+
+
+def test_a_try_refused_for_the_engine_key_is_retried_on_another_replica(deployment: Deployment) -> None:
+    d = deployment
+    key = d.key("pairs")
+    # Round robin over "pair"'s two replicas: one of the first two requests goes to
+    # locked-2 first, is refused, and is answered by "good" all the same.
+    for _ in range(4):
+        answer = d.chat(key, "pair")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-llmgw-replica"] == "good"
+    failures = {
+        s.labels["endpoint"]: s.value
+        for family in text_string_to_metric_families(d.metrics())
+        for s in family.samples
+        if s.name == "llmgw_upstream_failures_total"
+    }
+    assert failures["locked-2"] == 1  # tried once, then out of routing at once
 
 
 def test_cors_preflight_and_answers_for_an_allowed_origin_only(deployment: Deployment) -> None:
