@@ -31,6 +31,7 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         Conflict           409: the admin API cannot create or delete that as asked
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
+        ReplicasFailed     503: every replica tried failed before answering; a NoCapacity
       AgentError           a node agent could not do what it was asked
         AgentProtocolError a message that is not one of the agent protocol's, or a peer
                            speaking a version this side does not
@@ -170,8 +171,16 @@ class NotFound(ApiError):
 
 
 class MethodNotAllowed(ApiError):
+    """405; `allow` is the route's methods, sent as the Allow header HTTP requires."""
+
     status = 405
     error_type = "invalid_request_error"
+
+    def __init__(
+        self, message: str, *, allow: str = "", param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.allow = allow
 
 
 class PayloadTooLarge(ApiError):
@@ -187,6 +196,11 @@ class RateLimited(ApiError):
 class NoCapacity(ApiError):
     status = 503
     error_type = "service_unavailable"
+
+
+class ReplicasFailed(NoCapacity):
+    """503 after every replica tried failed before answering (rather than none being
+    available to try): counted apart, as an upstream error."""
 
 
 class BadGateway(ApiError):

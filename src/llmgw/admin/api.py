@@ -14,6 +14,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
     GET               /api/settings/inert       settings in use that this version does not act
                                                 on (llmgw.config.inert), one per path
+    *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
+    GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -53,6 +55,7 @@ from llmgw.store import Store
 
 if TYPE_CHECKING:
     from llmgw.admin.control_routes import ControlRoutes
+    from llmgw.router.admin_routes import RouterRoutes
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ class AdminApi:
         self.control = control
         self.inert: Callable[[], list[InertSetting]] = lambda: inert_in_use(settings)
         """The inert settings in use; the server points it at the catalog in force."""
+        self.router: RouterRoutes | None = None
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -115,6 +119,8 @@ class AdminApi:
             if method != "GET":
                 raise MethodNotAllowed(f"{method} {path} is not served; use GET")
             return 200, {"data": [found.as_json() for found in self.inert()]}
+        if parts and parts[0] == "router" and self.router is not None:
+            return await self.router.handle(method, parts[1:], query, body)
         try:
             data = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError as exc:

@@ -221,7 +221,7 @@ class ControlRoutes:
 def _only(method: str, allowed: str, route: str, also: str = "") -> None:
     if method != allowed:
         takes = f"{also} or {allowed}" if also else allowed
-        raise MethodNotAllowed(f"{route} takes {takes}")
+        raise MethodNotAllowed(f"{route} takes {takes}", allow=f"{also}, {allowed}" if also else allowed)
 
 
 def _text(body: bytes) -> str:

@@ -42,7 +42,12 @@ _WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 
 
 class AdminError(Exception):
-    """The admin API refused, or could not be reached; the message says which and why."""
+    """The admin API refused, or could not be reached; the message says which and why,
+    and `status` is the refusal's HTTP status (None when it could not be reached)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ class AdminClient:
                 return orjson.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as exc:
             with exc:
-                raise AdminError(_refusal(exc)) from None
+                raise AdminError(_refusal(exc), exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(f"cannot reach the admin API at {self._base}: {reason}") from None

@@ -109,13 +109,51 @@ def nodes(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
 
 @app.command("replicas")
 def replicas(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
-    """Lists replicas: model, profile, phase, since when, and on which nodes."""
-    rows = call(ctx, "GET", "control/replicas")["data"]
+    """Lists replicas: model, profile, phase, since when, on which nodes, and how the
+    gateway's routing sees each: its breaker (closed, open, half_open) and last error.
+    A server without a control plane lists the gateway's static endpoints."""
+    rows, no_control = _optional(ctx, "control/replicas")
+    routed, no_router = _optional(ctx, "router/replicas")
+    if no_control is not None and no_router is not None:
+        raise fail(no_router)  # neither is served there: say why rather than list nothing
+    routing = {row["id"]: row for row in routed}
+    for row in rows:
+        state = routing.pop(row["id"], None)
+        row["routing"] = None if state is None else state.get("breaker")
+        row["failures"] = None if state is None else state.get("consecutive_failures")
+        row["last_error"] = None if state is None else state.get("last_error")
+        row["last_error_at"] = None if state is None else state.get("last_error_at")
+    for eid, state in routing.items():  # routed to, but not placed by the control plane
+        rows.append(
+            {
+                "id": eid,
+                "model": ",".join(state.get("models") or []),
+                "phase": "static",
+                "routing": state.get("breaker"),
+                "failures": state.get("consecutive_failures"),
+                "last_error": state.get("last_error"),
+                "last_error_at": state.get("last_error_at"),
+            }
+        )
     if not as_json:
         for row in rows:
             row["since"] = _when(row.get("since"))
-    columns = ("id", "model", "profile", "phase", "since", "nodes")
+            if row.get("last_error"):
+                row["last_error"] = f"{row['last_error']} ({_when(row.get('last_error_at'))})"
+    columns = ("id", "model", "profile", "phase", "since", "nodes", "routing", "failures", "last_error")
     show(rows, columns, as_json=as_json, wide=wide, title="replicas")
+
+
+def _optional(ctx: typer.Context, path: str) -> tuple[list[dict[str, Any]], AdminError | None]:
+    """A listing the server may not have (no control plane; an older server without
+    the router's view): empty with the 404 then; any other refusal ends the command."""
+    try:
+        rows: list[dict[str, Any]] = client(ctx).call("GET", path)["data"]
+    except AdminError as exc:
+        if exc.status == 404:
+            return [], exc
+        raise fail(exc) from None
+    return rows, None
 
 
 @app.command("explain")

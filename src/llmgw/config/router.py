@@ -6,9 +6,11 @@ sustain, and replace these with those figures.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from llmgw.config.admission import Admission
 from llmgw.config.checks import Problem, refuse
@@ -174,6 +176,37 @@ class Scoring(Strict):
     session moves."""
 
 
+_ORIGIN = re.compile(r"^https?://[^/\s?#]+$")
+
+
+def _origin(text: str) -> str:
+    if text != "*" and not _ORIGIN.match(text):
+        raise ValueError(
+            f"{text!r} is not an origin: write scheme://host[:port] with no path, like "
+            "https://chat.example.com, or * for any"
+        )
+    return text.lower()
+
+
+Origin = Annotated[str, AfterValidator(_origin)]
+
+
+class Cors(Strict):
+    """Cross-origin requests from browsers (a chat UI on another origin calling the API
+    with fetch). Off while `origins` is empty: a browser then refuses to let a page on
+    another origin read the gateway's answers, which is the safe default."""
+
+    origins: tuple[Origin, ...] = ()
+    """Origins allowed, each scheme://host[:port] as browsers send it in `Origin`, or *
+    for any. Empty: CORS off."""
+    allow_headers: tuple[HeaderName, ...] = ()
+    """Request headers a page may send. Empty allows whatever its preflight asks for
+    (the openai SDK sends several of its own besides Authorization); list them to allow
+    only those."""
+    max_age: NonNegativeDuration = timedelta(minutes=10)
+    """How long a browser may reuse a preflight's answer."""
+
+
 class Router(Strict):
     """Routing behaviour of the client-facing gateway."""
 
@@ -220,6 +253,7 @@ class Router(Strict):
     """Addresses or CIDR prefixes of proxies allowed to set X-Forwarded-For/-Proto/-Host;
     those headers from anyone else are ignored."""
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    cors: Cors = Field(default_factory=Cors)
     scoring: Scoring = Field(default_factory=Scoring)
     admission: Admission = Field(default_factory=Admission)
 

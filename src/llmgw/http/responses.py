@@ -2,7 +2,12 @@
 exception's type, here and nowhere else.
 
 A replica's own refusal (its 400 for a prompt it will not take) is passed through as
-the replica wrote it; what is built here is the gateway's own.
+the replica wrote it; what is built here is the gateway's own. A replica's 401 or 403
+is not its refusal of the client but of the gateway's engine key: that is the gateway's
+fault, answered 502 without the replica's body.
+
+Each refusal also gets a `reason` from a fixed set, by type, for the
+`llmgw_requests_total` label: never a class name, which would change with the code.
 """
 
 from __future__ import annotations
@@ -13,11 +18,22 @@ import orjson
 
 from llmgw.errors import (
     ApiError,
+    AuthUnavailable,
+    BadGateway,
+    BadRequest,
     DialError,
+    Forbidden,
     GatewayTimeout,
+    InsufficientQuota,
     LimitRefusal,
+    MethodNotAllowed,
     NoCapacity,
+    NotFound,
+    PayloadTooLarge,
     PhaseTimeout,
+    RateLimited,
+    ReplicasFailed,
+    Unauthorized,
     UpstreamClosed,
     UpstreamError,
     UpstreamProtocol,
@@ -25,6 +41,36 @@ from llmgw.errors import (
 )
 
 JSON = "application/json"
+
+# Most specific first: InsufficientQuota is a RateLimited, ReplicasFailed a NoCapacity.
+_REASONS: tuple[tuple[type[ApiError], str], ...] = (
+    (BadRequest, "bad_request"),
+    (Unauthorized, "unauthorized"),
+    (Forbidden, "forbidden"),
+    (NotFound, "not_found"),
+    (MethodNotAllowed, "method_not_allowed"),
+    (PayloadTooLarge, "body_too_large"),
+    (InsufficientQuota, "quota"),
+    (RateLimited, "rate_limited"),
+    (ReplicasFailed, "upstream_error"),
+    (NoCapacity, "no_capacity"),
+    (AuthUnavailable, "auth_unavailable"),
+    (BadGateway, "upstream_error"),
+    (GatewayTimeout, "timeout"),
+)
+REASONS: frozenset[str] = frozenset({reason for _, reason in _REASONS} | {"internal"})
+"""Every value the `reason` label of a gateway-made answer may take."""
+
+ENGINE_AUTH_STATUSES = (401, 403)
+"""A replica's refusal of the gateway's own credentials (its engine key)."""
+
+
+def refusal_reason(error: ApiError) -> str:
+    """The metric label for a refusal the gateway made, chosen by its type."""
+    for kind, reason in _REASONS:
+        if isinstance(error, kind):
+            return reason
+    return "internal"
 
 
 def error_body(message: str, error_type: str, *, param: str | None = None, code: str | None = None) -> bytes:
@@ -39,6 +85,8 @@ def api_error_response(error: ApiError) -> tuple[int, list[tuple[str, str]], byt
         headers.append(("retry-after", str(max(1, math.ceil(error.retry_after)))))
     if isinstance(error, LimitRefusal):
         headers.extend(error.headers)
+    elif isinstance(error, MethodNotAllowed) and error.allow:
+        headers.append(("allow", error.allow))
     return (
         error.status,
         headers,
@@ -69,7 +117,14 @@ def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiErr
         return GatewayTimeout(
             f"model {model!r}: the replica did not answer in time: {reason}", code="upstream_timeout"
         )
-    return NoCapacity(
+    if isinstance(error, UpstreamStatus) and error.status in ENGINE_AUTH_STATUSES:
+        # The client's request was fine: the replica refused the gateway's own key.
+        return BadGateway(
+            f"model {model!r}: the replica refused the gateway's credentials ({reason}); "
+            "the gateway's operator has to fix its engine key",
+            code="upstream_auth",
+        )
+    return ReplicasFailed(
         f"model {model!r}: no replica could take the request ({reason}); try again shortly",
         code="no_capacity",
         retry_after=retry_after,

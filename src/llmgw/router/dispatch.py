@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -25,7 +26,7 @@ from llmgw.errors import (
     UpstreamError,
     UpstreamStatus,
 )
-from llmgw.http.responses import as_api_error, stream_error_event
+from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
@@ -36,6 +37,8 @@ from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
 from llmgw.upstream.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -105,6 +108,7 @@ class Dispatcher:
                 except UpstreamError as exc:
                     last_error = exc
                     self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
+                    endpoint.last_error = (self._clock(), str(exc))
                     continue
                 if done and target is not first:
                     self._metrics.fell_back(first.model, target.model)
@@ -157,8 +161,20 @@ class Dispatcher:
                 else:
                     result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
             except UpstreamStatus as exc:
-                if endpoint.spec.external and exc.status in (401, 403, 429):
-                    # A provider's key refused or limited: every request on it would be.
+                if exc.status in ENGINE_AUTH_STATUSES:
+                    # The replica refuses the gateway's key: every request there would
+                    # fail the same way, so it leaves routing now rather than after
+                    # failure_threshold more clients paid for finding out.
+                    endpoint.breaker.trip(self._clock())
+                    log.warning(
+                        "replica %s (model %s) refused the gateway's engine key with %d; it is "
+                        "out of routing for router.cooldown: check its api_key",
+                        endpoint.id,
+                        target.model,
+                        exc.status,
+                    )
+                elif endpoint.spec.external and exc.status == 429:
+                    # A provider's key limited: every request on it would be.
                     endpoint.breaker.trip(self._clock())
                 else:
                     endpoint.breaker.failed(self._clock())
@@ -307,5 +323,6 @@ class Dispatcher:
         self._metrics.stream_interrupted(target.model)
         self._metrics.upstream_failed(endpoint.id, kind)
         endpoint.breaker.failed(self._clock())
+        endpoint.last_error = (self._clock(), why)
         with contextlib.suppress(ProtocolClosed):
             await transport.send_bytes(stream_error_event(why, timed_out=timed_out))

@@ -43,10 +43,11 @@ class PhaseLimits:
     total: float
 
 
-def retryable_status(status: int, external: bool = False) -> bool:
+def retryable_status(status: int) -> bool:
     """Statuses another replica may answer differently: overload and server faults, and
-    for a provider's key, its refusal (401, 403): another key may be accepted."""
-    return status == 429 or status >= 500 or (external and status in (401, 403))
+    a refusal of the gateway's own key (401, 403: an engine's or a provider's), which
+    another replica's key may pass. A replica's other 4xx is about the request."""
+    return status == 429 or status >= 500 or status in (401, 403)
 
 
 def request_head(endpoint: Endpoint, path: bytes, body_length: int, request_id: bytes) -> bytes:
@@ -138,7 +139,7 @@ async def fetch(
     finally:
         watchdog.disarm(watch)
     endpoint.pool.release(conn)
-    if retryable_status(conn.status, endpoint.spec.external):
+    if retryable_status(conn.status):
         raise UpstreamStatus(conn.status, data)
     return Answer(conn.status, content_type_of(conn), data)
 
@@ -167,7 +168,7 @@ async def open_stream(
             data = await conn.read_body()
             watchdog.disarm(watch)
             endpoint.pool.release(conn)
-            if retryable_status(conn.status, endpoint.spec.external):
+            if retryable_status(conn.status):
                 raise UpstreamStatus(conn.status, data)
             return Answer(conn.status, content_type_of(conn), data)
         bound = min(limits.first_token, budget)

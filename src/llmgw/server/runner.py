@@ -28,6 +28,7 @@ from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
 from llmgw.http.http1 import App
 from llmgw.http.http1_server import Http1Server
+from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
@@ -146,6 +147,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
+            api.router = RouterRoutes(gateway.endpoints, gateway.clock)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()

@@ -19,12 +19,14 @@ from llmgw.errors import (
     GenerationTimeout,
     HeaderTimeout,
     IdleTimeout,
+    InsufficientQuota,
     MethodNotAllowed,
     NoCapacity,
     NotFound,
     PayloadTooLarge,
     PhaseTimeout,
     RateLimited,
+    RateLimitExceeded,
     TotalTimeout,
     Unauthorized,
     UpstreamClosed,
@@ -32,7 +34,15 @@ from llmgw.errors import (
     UpstreamProtocol,
     UpstreamStatus,
 )
-from llmgw.http.responses import JSON, api_error_response, as_api_error, error_body, stream_error_event
+from llmgw.http.responses import (
+    JSON,
+    REASONS,
+    api_error_response,
+    as_api_error,
+    error_body,
+    refusal_reason,
+    stream_error_event,
+)
 from llmgw.router.sse import SseRelay
 
 STATUS_CASES = [
@@ -200,3 +210,42 @@ def test_a_dial_failure_does_not_tell_the_client_the_replicas_address() -> None:
     assert b"'chat'" in body
     assert b"10.0.0.5" not in body
     assert b"8000" not in body
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_replica_refusing_the_gateways_key_is_a_bad_gateway(status: int) -> None:
+    engine_body = b'{"error": {"message": "Unauthorized: a valid API key is required"}}'
+    error = as_api_error(UpstreamStatus(status, engine_body), "chat", retry_after=2.5)
+    assert isinstance(error, BadGateway)
+    assert error.code == "upstream_auth"
+    got_status, _, body = api_error_response(error)
+    assert got_status == 502
+    assert orjson.loads(body)["error"]["type"] == "upstream_error"
+    assert b"valid API key" not in body
+    assert refusal_reason(error) == "upstream_error"
+
+
+REASON_CASES = [
+    pytest.param(BadRequest("x"), "bad_request", id="400"),
+    pytest.param(Unauthorized("x"), "unauthorized", id="401"),
+    pytest.param(NotFound("x"), "not_found", id="404"),
+    pytest.param(MethodNotAllowed("x", allow="POST"), "method_not_allowed", id="405"),
+    pytest.param(PayloadTooLarge("x"), "body_too_large", id="413"),
+    pytest.param(RateLimitExceeded("x"), "rate_limited", id="429-limit"),
+    pytest.param(InsufficientQuota("x"), "quota", id="429-quota"),
+    pytest.param(NoCapacity("x"), "no_capacity", id="503"),
+    pytest.param(as_api_error(UpstreamStatus(500, b""), "m", 1.0), "upstream_error", id="503-tried"),
+    pytest.param(GatewayTimeout("x"), "timeout", id="504"),
+    pytest.param(ApiError("x"), "internal", id="500"),
+]
+
+
+@pytest.mark.parametrize(("error", "reason"), REASON_CASES)
+def test_each_refusal_has_a_reason_from_the_fixed_set(error: ApiError, reason: str) -> None:
+    assert refusal_reason(error) == reason
+    assert reason in REASONS
+
+
+def test_method_not_allowed_says_which_methods_are() -> None:
+    _, headers, _ = api_error_response(MethodNotAllowed("/v1/models takes GET", allow="GET"))
+    assert ("allow", "GET") in headers
