@@ -13,10 +13,12 @@ import orjson
 
 from llmgw.errors import (
     ApiError,
+    BadGateway,
     DialError,
     GatewayTimeout,
     LimitRefusal,
     NoCapacity,
+    NotAStream,
     PhaseTimeout,
     UpstreamClosed,
     UpstreamError,
@@ -57,6 +59,8 @@ def _public_reason(error: UpstreamError) -> str:
         return "no replica accepted a connection"
     if isinstance(error, UpstreamClosed):
         return "the replica closed the connection early"
+    if isinstance(error, NotAStream):
+        return "the replica did not answer with an event stream"
     if isinstance(error, UpstreamProtocol):
         return "the replica's answer was not valid HTTP"
     return "the replica failed"
@@ -69,6 +73,9 @@ def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiErr
         return GatewayTimeout(
             f"model {model!r}: the replica did not answer in time: {reason}", code="upstream_timeout"
         )
+    if isinstance(error, NotAStream):
+        # A replica that answers, only not with a stream, is not busy: waiting will not help.
+        return BadGateway(f"model {model!r}: {reason}", code="upstream_not_a_stream")
     return NoCapacity(
         f"model {model!r}: no replica could take the request ({reason}); try again shortly",
         code="no_capacity",
