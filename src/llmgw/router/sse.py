@@ -50,7 +50,9 @@ class SseRelay:
             self._after_cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        if b"\r" in chunk:
+        # find, not `in`: `in` first tries the bytes as an integer, and raising that
+        # TypeError costs more than the search.
+        if chunk.find(b"\r") >= 0:
             self._after_cr = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         data = self._held + chunk if self._held else chunk
@@ -63,9 +65,9 @@ class SseRelay:
             return b""
         cut += len(_BOUNDARY)
         out, self._held = data[:cut], data[cut:]
-        if _USAGE_KEY in out:
+        if out.find(_USAGE_KEY) >= 0:
             out = self._take_usage(out)
-        if not self.done and _DONE in out:
+        if not self.done and out.find(_DONE) >= 0:
             self.done = _ends_stream(out)
         return out
 
@@ -77,7 +79,7 @@ class SseRelay:
         rest, self._held = self._held, b""
         if self.done or not rest.strip(b"\n"):
             return b""
-        if _DONE in rest and _ends_stream(rest + _BOUNDARY):
+        if rest.find(_DONE) >= 0 and _ends_stream(rest + _BOUNDARY):
             self.done = True
             return rest.rstrip(b"\n") + _BOUNDARY
         return b""
