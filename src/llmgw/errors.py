@@ -13,6 +13,8 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         DialError          could not connect
         UpstreamClosed     the replica closed the connection early
         UpstreamProtocol   the replica answered something that is not HTTP
+          NotAStream       a streaming request answered 200 with a body that is not an
+                           event stream (JSON, plain text)
         UpstreamStatus     the replica answered a status worth retrying (5xx, 429)
         PhaseTimeout       one phase of the exchange ran past its bound; one subclass
                            per phase (dial, response header, generation, first token,
@@ -81,6 +83,10 @@ class UpstreamClosed(UpstreamError):
 
 class UpstreamProtocol(UpstreamError):
     """The replica's answer could not be read as HTTP."""
+
+
+class NotAStream(UpstreamProtocol):
+    """A streaming request was answered 200 with a body that is not an event stream."""
 
 
 class UpstreamStatus(UpstreamError):

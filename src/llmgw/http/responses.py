@@ -28,6 +28,7 @@ from llmgw.errors import (
     LimitRefusal,
     MethodNotAllowed,
     NoCapacity,
+    NotAStream,
     NotFound,
     PayloadTooLarge,
     PhaseTimeout,
@@ -105,6 +106,8 @@ def _public_reason(error: UpstreamError) -> str:
         return "no replica accepted a connection"
     if isinstance(error, UpstreamClosed):
         return "the replica closed the connection early"
+    if isinstance(error, NotAStream):
+        return "the replica did not answer with an event stream"
     if isinstance(error, UpstreamProtocol):
         return "the replica's answer was not valid HTTP"
     return "the replica failed"
@@ -124,6 +127,9 @@ def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiErr
             "the gateway's operator has to fix its engine key",
             code="upstream_auth",
         )
+    if isinstance(error, NotAStream):
+        # A replica that answers, only not with a stream, is not busy: waiting will not help.
+        return BadGateway(f"model {model!r}: {reason}", code="upstream_not_a_stream")
     return ReplicasFailed(
         f"model {model!r}: no replica could take the request ({reason}); try again shortly",
         code="no_capacity",

@@ -21,6 +21,7 @@ from llmgw.errors import (
     GenerationTimeout,
     HeaderTimeout,
     IdleTimeout,
+    NotAStream,
     PhaseTimeout,
     TotalTimeout,
     UpstreamClosed,
@@ -74,6 +75,15 @@ def content_type_of(conn: Connection) -> str:
         if name.lower() == b"content-type":
             return value.decode("latin-1")
     return "application/json"
+
+
+def is_event_stream(conn: Connection) -> bool:
+    """Whether a streaming answer is an event stream: its content type says so (or it
+    names none, as some small servers do)."""
+    for name, value in conn.headers:
+        if name.lower() == b"content-type":
+            return value.partition(b";")[0].strip().lower() == b"text/event-stream"
+    return True
 
 
 async def _send(
@@ -158,7 +168,9 @@ async def open_stream(
     endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
 ) -> OpenStream | Answer:
     """A streaming try up to its first bytes. A replica that answers with an error
-    status instead of a stream gives an `Answer`, passed to the client as it is."""
+    status instead of a stream gives an `Answer`, passed to the client as it is. One
+    that answers 200 with another body (JSON, plain text) failed this try: nothing has
+    been sent, and relaying it as a stream would glue an error event onto it."""
     bound = min(limits.response_header, budget)
     conn, watch = await _send(endpoint, head, body, limits, watchdog, HeaderTimeout, bound)
     loop = asyncio.get_running_loop()
@@ -171,6 +183,8 @@ async def open_stream(
             if retryable_status(conn.status):
                 raise UpstreamStatus(conn.status, data)
             return Answer(conn.status, content_type_of(conn), data)
+        if not is_event_stream(conn):
+            raise NotAStream(f"the replica answered a streaming request with {content_type_of(conn)!r}")
         bound = min(limits.first_token, budget)
         watch.move(loop.time() + bound, FirstTokenTimeout, bound)
         first = await conn.read_available()

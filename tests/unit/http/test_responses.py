@@ -22,6 +22,7 @@ from llmgw.errors import (
     InsufficientQuota,
     MethodNotAllowed,
     NoCapacity,
+    NotAStream,
     NotFound,
     PayloadTooLarge,
     PhaseTimeout,
@@ -159,6 +160,25 @@ def test_other_failures_are_no_capacity_with_retry_after(failure: UpstreamError)
     assert "'chat'" in error.message
     _, headers, _ = api_error_response(error)
     assert ("retry-after", "3") in headers
+
+
+def test_a_replica_that_answers_a_stream_with_another_body_is_a_bad_gateway() -> None:
+    # Not busy, so no Retry-After; the content type it sent is kept from the client.
+    error = as_api_error(
+        NotAStream("the replica answered a streaming request with 'text/plain'"), "chat", 2.5
+    )
+    assert isinstance(error, BadGateway)
+    status, headers, body = api_error_response(error)
+    assert status == 502
+    assert headers == [("content-type", JSON)]
+    assert orjson.loads(body) == {
+        "error": {
+            "message": "model 'chat': the replica did not answer with an event stream",
+            "type": "upstream_error",
+            "param": None,
+            "code": "upstream_not_a_stream",
+        }
+    }
 
 
 def test_the_replicas_own_body_is_not_sent_to_the_client() -> None:
