@@ -31,6 +31,8 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         Conflict           409: the admin API cannot create or delete that as asked
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
+        UpstreamUnavailable 503: every replica that could serve the request failed
+                           (errors, open breakers); NoCapacity is for replicas that are full
       AgentError           a node agent could not do what it was asked
         AgentProtocolError a message that is not one of the agent protocol's, or a peer
                            speaking a version this side does not
@@ -251,6 +253,13 @@ class Conflict(ApiError):
 
 
 class AuthUnavailable(ApiError):
+    status = 503
+    error_type = "service_unavailable"
+
+
+class UpstreamUnavailable(ApiError):
+    """Every replica that could serve the request failed, rather than being full."""
+
     status = 503
     error_type = "service_unavailable"
 

@@ -24,8 +24,10 @@ from llmgw.errors import (
     UpstreamClosed,
     UpstreamError,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
+from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
@@ -55,6 +57,7 @@ class Dispatcher:
         inject_usage: bool,
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
+        failures: FailureLog | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._picker = picker
@@ -66,6 +69,7 @@ class Dispatcher:
         self._inject_usage = inject_usage
         self._retry_after = retry_after
         self._clock = clock
+        self._failures = failures or FailureLog(clock=clock)
 
     async def serve(
         self,
@@ -79,10 +83,13 @@ class Dispatcher:
         when none could before anything was sent."""
         rid = request_id.encode()
         last_error: UpstreamError | None = None
+        # The latest failed try, logged once it is known whether another try follows.
+        failed: tuple[str, str, int] | None = None
         first = chain[0]
+        attempts = self._retries + 1
         for target in chain:
             tried: set[str] = set()
-            for attempt in range(self._retries + 1):
+            for attempt in range(attempts):
                 now = self._clock()
                 candidates = [
                     e
@@ -97,13 +104,19 @@ class Dispatcher:
                 tried.add(endpoint.id)
                 if attempt:
                     self._metrics.retried(first.model)
+                if failed is not None and last_error is not None:
+                    self._failures.failed(request_id, *failed, attempts, last_error, final=False)
+                    failed = None
                 budget = started + self._limits.total - now
                 if budget <= 0:
+                    if failed is not None and last_error is not None:
+                        self._failures.failed(request_id, *failed, attempts, last_error, final=True)
                     raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
                     last_error = exc
+                    failed = (endpoint.id, target.model, attempt + 1)
                     self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
                     continue
                 if done and target is not first:
@@ -111,11 +124,20 @@ class Dispatcher:
                 if done:
                     return
         if last_error is None:
+            if any(self._endpoints.for_model(t.model) for t in chain):
+                raise UpstreamUnavailable(
+                    f"model {first.model!r}: every replica failed recently and is left out for "
+                    "router.cooldown; try again shortly",
+                    code="upstream_unavailable",
+                    retry_after=self._retry_after,
+                )
             raise NoCapacity(
                 f"model {first.model!r} has no replica available right now; try again shortly",
                 code="no_capacity",
                 retry_after=self._retry_after,
             )
+        if failed is not None:
+            self._failures.failed(request_id, *failed, attempts, last_error, final=True)
         raise as_api_error(last_error, first.model, self._retry_after)
 
     def _headers(
@@ -155,7 +177,9 @@ class Dispatcher:
                 if request.stream:
                     result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
-                    result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
+                    result = await fetch(
+                        endpoint, head, body, self._limits, budget, self._watchdog, self._clock
+                    )
             except UpstreamStatus as exc:
                 if endpoint.spec.external and exc.status in (401, 403, 429):
                     # A provider's key refused or limited: every request on it would be.
@@ -221,7 +245,7 @@ class Dispatcher:
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started
+            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, request_id
         )
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
@@ -248,6 +272,7 @@ class Dispatcher:
         endpoint: Endpoint,
         target: Target,
         started: float,
+        request_id: str,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off)."""
@@ -283,6 +308,7 @@ class Dispatcher:
         except UpstreamError as exc:
             conn.close()
             timed_out = isinstance(exc, PhaseTimeout)
+            self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
         except BaseException:

@@ -22,6 +22,7 @@ from llmgw.errors import (
     UpstreamError,
     UpstreamProtocol,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
 
 JSON = "application/json"
@@ -62,16 +63,29 @@ def _public_reason(error: UpstreamError) -> str:
     return "the replica failed"
 
 
+# Replica statuses that mean full (overloaded, or not ready to take more), as opposed to
+# failed: only these make the refusal `no_capacity`.
+_FULL_STATUSES = frozenset((429, 503))
+
+
 def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiError:
-    """What a client is told when every try for its request failed before an answer began."""
+    """What a client is told when every try for its request failed before an answer began:
+    a timeout names the bound that fired (504), full replicas are `no_capacity`, failed
+    ones `upstream_unavailable` (both 503 with Retry-After)."""
     reason = _public_reason(error)
     if isinstance(error, PhaseTimeout):
         return GatewayTimeout(
             f"model {model!r}: the replica did not answer in time: {reason}", code="upstream_timeout"
         )
-    return NoCapacity(
-        f"model {model!r}: no replica could take the request ({reason}); try again shortly",
-        code="no_capacity",
+    if isinstance(error, UpstreamStatus) and error.status in _FULL_STATUSES:
+        return NoCapacity(
+            f"model {model!r}: every replica tried is full ({reason}); try again shortly",
+            code="no_capacity",
+            retry_after=retry_after,
+        )
+    return UpstreamUnavailable(
+        f"model {model!r}: every replica tried failed ({reason}); try again shortly",
+        code="upstream_unavailable",
         retry_after=retry_after,
     )
 
