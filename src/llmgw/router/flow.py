@@ -354,6 +354,32 @@ class FlowControl:
             )
             return
 
+    def _trim(self, model: str, flow: ModelFlow, band: BandRule, queue: deque[Waiter], now: float) -> None:
+        """Refuses now, newest first, the waiters behind the head that the queue's drain
+        rate says will not be reached within queue_ttl: they were queued before the
+        rate was known, and waiting out the ttl would only delay the same 503."""
+        meter = self._meter(flow, band.name)
+        meter.advance(now, True)
+        ttl = self.rules.queue_ttl
+        while len(queue) > 1:
+            tail = queue[-1]
+            if tail.future.done():
+                queue.pop()  # its client left in this same turn
+                continue
+            expected = would_outwait(meter, len(queue) - 1, ttl - (now - tail.since))
+            if expected is None:
+                return
+            queue.pop()
+            self.counts.add(self.counts.shed, model, band.name)
+            tail.future.set_exception(
+                self._refusal(
+                    model,
+                    band,
+                    f"its queue would take about {expected:.0f}s more to reach this request, past "
+                    f"router.admission.queue_ttl ({ttl:g}s)",
+                )
+            )
+
     def release(self) -> int:
         """Lets waiting requests go where their band allows, expires those past
         queue_ttl; returns how many were let go."""
@@ -378,11 +404,11 @@ class FlowControl:
                             retry_after=max(1.0, self.rules.queue_ttl / 4),
                         )
                     )
+                if queue:
+                    self._trim(model, flow, band, queue, now)
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
-                meter = self._meter(flow, band.name) if queue else None
-                if meter is not None:
-                    meter.advance(now, True)
+                meter = flow.drain.get(band.name) if queue else None
                 while queue and may_admit(
                     band, self._level(endpoints, flow, band), self._held_back(model, band)
                 ):

@@ -1,6 +1,7 @@
 """FlowControl refuses at arrival a request its queue would not reach within queue_ttl,
-by the queue's recent drain rate, instead of holding it for the ttl; a queue that drains
-in time, or one with no history, queues as before."""
+by the queue's recent drain rate, instead of holding it for the ttl (and refuses early
+the waiters queued before the rate was known that it will not reach); a queue that
+drains in time, or one with no history, queues as before."""
 
 from __future__ import annotations
 
@@ -28,24 +29,29 @@ def test_a_stuck_queue_refuses_newcomers_at_once_with_retry_after() -> None:
         second = enqueue(r, "bronze")
         await settle()
         assert r.flow.queued("m") == {"bronze": 2}
-        # Four seconds with waiters and nothing released: about one release per
-        # 1.5 s of busy time (tau = 2 s), so a third in line would wait about 4.5 s,
-        # within the ttl, and a fourth 6 s, not.
+        # Four seconds with waiters and nothing released: one release per 1.73 s of
+        # busy time at most (tau = 2 s). The second in line, with 2 s of its ttl left,
+        # would wait about 3.5 s more: refused now rather than at its ttl.
         r.clock.now += 4.0
         r.flow.release()
-        third = enqueue(r, "bronze")
+        trimmed = await refusal(second)
+        assert trimmed.code == "queue_full"
+        assert "router.admission.queue_ttl" in trimmed.message
+        assert not first.done()
+        # Newcomers: behind one waiter about 3.5 s, behind two 5.2 s (within the ttl of
+        # 6 s), behind three 6.9 s: refused on arrival.
+        queued = [enqueue(r, "bronze"), enqueue(r, "bronze")]
         await settle()
-        assert not third.done()
-        fourth = enqueue(r, "bronze")
-        error = await refusal(fourth)
+        assert not any(task.done() for task in queued)
+        error = await refusal(enqueue(r, "bronze"))
         assert error.status == 503
         assert error.code == "queue_full"
         assert error.retry_after is not None
         assert error.retry_after >= 1.0
         assert "router.admission.queue_ttl" in error.message
         assert r.flow.queued("m") == {"bronze": 3}
-        assert r.flow.counts.shed == {("m", "bronze"): 1}
-        for task in (first, second, third):
+        assert r.flow.counts.shed == {("m", "bronze"): 2}
+        for task in (first, *queued):
             task.cancel()
 
     run(test)
@@ -75,15 +81,14 @@ def test_a_band_starved_by_a_higher_one_sheds_while_the_higher_one_queues() -> N
     async def test() -> None:
         r = rig(queue_ttl=3.0, per_band=1000, total=1000)
         r.saturate()
-        bronze_refused = 0
+        at_once = 0
+        bronze: list[asyncio.Task[None]] = []
         gold_admitted: list[str] = []
         for _ in range(30):
-            bronze = enqueue(r, "bronze")
+            bronze.append(enqueue(r, "bronze"))
             served(r, "gold", gold_admitted)
             await settle()
-            if bronze.done():
-                await refusal(bronze)
-                bronze_refused += 1
+            at_once += bronze[-1].done()
             # Room for one gold request every 0.2 s; bronze never gets any.
             r.clock.now += 0.2
             r.replica().inflight = 8  # saturation 0.8: under gold's ceiling, over bronze's
@@ -91,7 +96,17 @@ def test_a_band_starved_by_a_higher_one_sheds_while_the_higher_one_queues() -> N
             r.saturate()
             await settle()
         assert len(gold_admitted) == 30
-        assert bronze_refused > 20
         assert r.flow.counts.shed.get(("m", "gold"), 0) == 0
+        # Six seconds, twice the ttl, with nothing released: a head waits its ttl out
+        # (the estimate is a lower bound), the rest are refused on arrival or at the
+        # next release, well before their ttl.
+        assert at_once > 0
+        refused = [task for task in bronze if task.done()]
+        codes = [(await refusal(task)).code for task in refused]
+        assert codes.count("queue_full") >= 20
+        assert codes.count("queue_timeout") <= 2
+        assert r.flow.counts.expired.get(("m", "bronze"), 0) <= 2
+        for task in bronze:
+            task.cancel()
 
     run(test)
