@@ -19,6 +19,14 @@ from llmgw.server.testing import GatewayProcess, start_gateway
 from llmgw.sim.testing import SimEngineProcess
 from support.sims import endpoint, sim
 
+# Starting a server is slow on a loaded machine; the bound only stops a hung start.
+START_TIMEOUT_S = 120.0
+
+
+def _start(config: dict[str, Any]) -> GatewayProcess:
+    return start_gateway(config, timeout=START_TIMEOUT_S)
+
+
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
 
 
@@ -46,7 +54,7 @@ def silent() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def gateway(replica: SimEngineProcess) -> Iterator[GatewayProcess]:
-    gw = start_gateway({"endpoints": [endpoint("r", replica, "m"), endpoint("e", replica, "e")]})
+    gw = _start({"endpoints": [endpoint("r", replica, "m"), endpoint("e", replica, "e")]})
     try:
         yield gw
     finally:
@@ -65,17 +73,15 @@ def _chat(content: Any) -> bytes:
 
 # The worst of what the fuzz of router/request.py finds, through a real socket.
 WORST = [
-    pytest.param("/v1/chat/completions", _chat([{"type": "text", "text": 5}]), "messages[0].content[0].text"),
+    pytest.param("/chat/completions", _chat([{"type": "text", "text": 5}]), "messages[0].content[0].text"),
+    pytest.param("/chat/completions", _chat([{"type": "text", "text": None}]), "messages[0].content[0].text"),
     pytest.param(
-        "/v1/chat/completions", _chat([{"type": "text", "text": None}]), "messages[0].content[0].text"
+        "/chat/completions", _chat([{"type": "text", "text": ["a"]}]), "messages[0].content[0].text"
     ),
+    pytest.param("/chat/completions", _chat(["stray"]), "messages[0].content[0]"),
+    pytest.param("/chat/completions", _chat({"type": "text"}), "messages[0].content"),
     pytest.param(
-        "/v1/chat/completions", _chat([{"type": "text", "text": ["a"]}]), "messages[0].content[0].text"
-    ),
-    pytest.param("/v1/chat/completions", _chat(["stray"]), "messages[0].content[0]"),
-    pytest.param("/v1/chat/completions", _chat({"type": "text"}), "messages[0].content"),
-    pytest.param(
-        "/v1/chat/completions",
+        "/chat/completions",
         orjson.dumps(
             {
                 "model": "m",
@@ -84,12 +90,12 @@ WORST = [
         ),
         "messages[0].tool_calls[0].function.name",
     ),
-    pytest.param("/v1/chat/completions", orjson.dumps({**CHAT, "stream_options": 1}), "stream_options"),
-    pytest.param("/v1/chat/completions", b"[" * 5000 + b"]" * 5000, None),
-    pytest.param("/v1/chat/completions", b'{"model": "m", "messages": [], "n": 1' + b"0" * 400 + b"}", None),
-    pytest.param("/v1/completions", orjson.dumps({"model": "m", "prompt": ["a", None]}), "prompt[1]"),
-    pytest.param("/v1/completions", orjson.dumps({"model": "m", "prompt": [[1], [True]]}), "prompt[1]"),
-    pytest.param("/v1/embeddings", orjson.dumps({"model": "e", "input": [{"a": 1}]}), "input"),
+    pytest.param("/chat/completions", orjson.dumps({**CHAT, "stream_options": 1}), "stream_options"),
+    pytest.param("/chat/completions", b"[" * 5000 + b"]" * 5000, None),
+    pytest.param("/chat/completions", b'{"model": "m", "messages": [], "n": 1' + b"0" * 400 + b"}", None),
+    pytest.param("/completions", orjson.dumps({"model": "m", "prompt": ["a", None]}), "prompt[1]"),
+    pytest.param("/completions", orjson.dumps({"model": "m", "prompt": [[1], [True]]}), "prompt[1]"),
+    pytest.param("/embeddings", orjson.dumps({"model": "e", "input": [{"a": 1}]}), "input"),
 ]
 
 
@@ -107,15 +113,16 @@ def test_a_malformed_body_is_a_400_naming_the_parameter_without_a_traceback(
 
 
 def _silent_and_healthy(silent: str, replica: SimEngineProcess) -> GatewayProcess:
-    # The silent replica is preferred (higher priority), so the first try goes to it.
-    return start_gateway(
+    # Round robin: of two requests, one tries the silent replica first.
+    return _start(
         {
             "endpoints": [
-                {"id": "w", "url": silent, "models": ["m"], "engine": "sim", "priority": 10},
+                {"id": "w", "url": silent, "models": ["m"], "engine": "sim"},
                 endpoint("r", replica, "m"),
             ],
             "router": {
                 "prefix": {"enabled": False},
+                "default_profile": "round_robin",
                 "timeouts": {"response_header": "1s"},
                 "scrape_interval": "200ms",
                 "scrape_timeout": "200ms",
@@ -130,9 +137,10 @@ def test_a_silent_replica_is_left_for_another_after_response_header(
 ) -> None:
     gw = _silent_and_healthy(silent, replica)
     try:
-        response = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, timeout=20)
-        assert response.status_code == 200
-        assert response.headers["x-llmgw-replica"] == "r"
+        for _ in range(2):
+            response = httpx.post(gw.base_url + "/chat/completions", json=CHAT, timeout=20)
+            assert response.status_code == 200
+            assert response.headers["x-llmgw-replica"] == "r"
         metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
         assert 'llmgw_upstream_failures_total{endpoint="w",reason="HeaderTimeout"} 1.0' in metrics
     finally:
@@ -140,14 +148,14 @@ def test_a_silent_replica_is_left_for_another_after_response_header(
 
 
 def test_a_silent_replica_alone_is_a_504_naming_response_header_and_is_logged(silent: str) -> None:
-    gw = start_gateway(
+    gw = _start(
         {
             "endpoints": [{"id": "w", "url": silent, "models": ["m"], "engine": "sim"}],
             "router": {"timeouts": {"response_header": "1s"}, "stale_after": "1s"},
         }
     )
     try:
-        response = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, timeout=20)
+        response = httpx.post(gw.base_url + "/chat/completions", json=CHAT, timeout=20)
         assert response.status_code == 504
         assert "router.timeouts.response_header" in response.json()["error"]["message"]
         log = gw.log()
@@ -162,7 +170,7 @@ def test_a_silent_replica_alone_is_a_504_naming_response_header_and_is_logged(si
 
 def test_a_slow_replica_answering_its_metrics_is_waited_for_past_response_header() -> None:
     slow = sim("--model", "m", "--decode-ms", "100")  # 30 tokens: about 3 s
-    gw = start_gateway(
+    gw = _start(
         {
             "endpoints": [endpoint("s", slow, "m")],
             "router": {
@@ -173,9 +181,7 @@ def test_a_slow_replica_answering_its_metrics_is_waited_for_past_response_header
         }
     )
     try:
-        response = httpx.post(
-            gw.base_url + "/v1/chat/completions", json={**CHAT, "max_tokens": 30}, timeout=30
-        )
+        response = httpx.post(gw.base_url + "/chat/completions", json={**CHAT, "max_tokens": 30}, timeout=30)
         assert response.status_code == 200
         assert response.json()["usage"]["completion_tokens"] == 30
     finally:
