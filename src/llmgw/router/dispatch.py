@@ -29,6 +29,7 @@ from llmgw.errors import (
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
+from llmgw.router.liveness import Liveness
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
@@ -70,6 +71,7 @@ class Dispatcher:
         self._retry_after = retry_after
         self._clock = clock
         self._failures = failures or FailureLog(clock=clock)
+        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
 
     async def serve(
         self,
@@ -178,7 +180,7 @@ class Dispatcher:
                     result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
                     result = await fetch(
-                        endpoint, head, body, self._limits, budget, self._watchdog, self._clock
+                        endpoint, head, body, self._limits, budget, self._watchdog, self._liveness
                     )
             except UpstreamStatus as exc:
                 if endpoint.spec.external and exc.status in (401, 403, 429):

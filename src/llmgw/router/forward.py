@@ -17,8 +17,6 @@ bounded by total and a timeout names total: the error names the bound that fired
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmgw.errors import (
@@ -105,9 +103,11 @@ async def _send(
     bound: float,
     named: float,
     renew: Liveness | None = None,
+    budget: float = 0.0,
 ) -> tuple[Connection, Watch]:
     """Sends the request and waits for the status line, within `bound` seconds of now
-    (failing with `phase(named)`, unless `renew` moves the deadline on).
+    (failing with `phase(named)`, unless `renew` moves the deadline on, up to `budget`
+    seconds from now).
 
     A kept-alive connection the replica closed meanwhile is replaced once, silently:
     that is the pool's staleness, not the replica's failure."""
@@ -115,7 +115,8 @@ async def _send(
     deadline = loop.time() + bound
     conn, reused = await endpoint.pool.acquire(limits.dial)
     watch = watchdog.arm(conn, deadline, phase, named)
-    watch.renew = renew
+    if renew is not None:
+        _keep_alive(watch, renew, endpoint, loop.time() + budget)
     try:
         await conn.exchange(head, body)
     except UpstreamClosed:
@@ -125,7 +126,8 @@ async def _send(
             raise
         conn = await endpoint.pool.dial(limits.dial)
         watch = watchdog.arm(conn, deadline, phase, named)
-        watch.renew = renew
+        if renew is not None:
+            _keep_alive(watch, renew, endpoint, loop.time() + budget)
         try:
             await conn.exchange(head, body)
         except BaseException:
@@ -137,6 +139,12 @@ async def _send(
         conn.close()
         raise
     return conn, watch
+
+
+def _keep_alive(watch: Watch, renew: Liveness, endpoint: Endpoint, until: float) -> None:
+    watch.renew = renew
+    watch.subject = endpoint
+    watch.until = until
 
 
 @dataclass(slots=True)
@@ -155,19 +163,17 @@ async def fetch(
     limits: PhaseLimits,
     budget: float,
     watchdog: Watchdog,
-    clock: Callable[[], float] = time.monotonic,
+    liveness: Liveness | None = None,
 ) -> Answer:
     """A non-streaming try: the whole answer within generation (or what is left of total;
     without a generation bound, checked for liveness every response_header)."""
     every = limits.response_header
-    if limits.generation > 0 or not 0 < every < budget:
+    if liveness is None or limits.generation > 0 or not 0 < every < budget:
         bound, phase, named = bounded(limits.generation, GenerationTimeout, budget, limits.total)
         conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound, named)
     else:
-        final = asyncio.get_running_loop().time() + budget
-        liveness = Liveness(endpoint, every, limits.replica_fresh, final, limits.total, clock)
         conn, watch = await _send(
-            endpoint, head, body, limits, watchdog, HeaderTimeout, every, every, liveness
+            endpoint, head, body, limits, watchdog, HeaderTimeout, every, every, liveness, budget
         )
     try:
         data = await conn.read_body()

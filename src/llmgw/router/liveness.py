@@ -26,38 +26,31 @@ def replica_alive(scraped_at: float | None, now: float, fresh_s: float) -> bool:
 
 
 class Liveness:
-    """The `renew` check of one non-streamed try's watch (see the module's docstring).
-    `final` is the loop-clock deadline of what is left of total."""
+    """The `renew` check of non-streamed tries' watches (see the module's docstring),
+    one per gateway: a watch carries its endpoint (`subject`) and the loop-clock
+    deadline of what is left of total (`until`)."""
 
-    __slots__ = ("_clock", "_endpoint", "_every_s", "_final", "_fresh_s", "_total_s")
+    __slots__ = ("_clock", "_every_s", "_fresh_s", "_total_s")
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        every_s: float,
-        fresh_s: float,
-        final: float,
-        total_s: float,
-        clock: Callable[[], float],
-    ) -> None:
-        self._endpoint = endpoint
+    def __init__(self, every_s: float, fresh_s: float, total_s: float, clock: Callable[[], float]) -> None:
         self._every_s = every_s
         self._fresh_s = fresh_s
-        self._final = final
         self._total_s = total_s
         self._clock = clock
 
     def __call__(self, watch: Watch, now: float) -> bool:
-        endpoint = self._endpoint
+        endpoint = watch.subject
+        assert isinstance(endpoint, Endpoint)
         if not endpoint.spec.external and not replica_alive(
             endpoint.scraped_at, self._clock(), self._fresh_s
         ):
             return False
-        if now >= self._final:
+        final = watch.until
+        if now >= final:
             return False
         following = now + self._every_s
-        if following < self._final:
+        if following < final:
             watch.deadline = following
         else:
-            watch.move(self._final, TotalTimeout, self._total_s)
+            watch.move(final, TotalTimeout, self._total_s)
         return True

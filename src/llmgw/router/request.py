@@ -113,34 +113,33 @@ class ClientRequest:
 _TEXT_FIELDS = {"text": "text", "refusal": "refusal"}
 
 
-def _content_text(content: Any, where: str, role: str) -> str:
-    """The text of one message's content (a string, or an array of parts), refusing
-    what the gateway would read wrongly, with the parameter's path."""
-    if isinstance(content, str):
-        return content
+def _content_text(content: Any, index: int, role: str) -> str:
+    """The text of messages[index]'s content when it is not a plain string (an array
+    of parts), refusing what the gateway would read wrongly, with the parameter's path.
+    The path is built only for a refusal: this runs for every message of every request."""
     if isinstance(content, list):
         texts: list[str] = []
-        for index, part in enumerate(content):
+        for number, part in enumerate(content):
             if not isinstance(part, dict):
-                raise BadRequest(f"{where}[{index}] must be an object with a type", param=f"{where}[{index}]")
+                where = f"messages[{index}].content[{number}]"
+                raise BadRequest(f"{where} must be an object with a type", param=where)
             kind = part.get("type")
             if not isinstance(kind, str):
-                raise BadRequest(
-                    f'{where}[{index}].type must be a string such as "text"', param=f"{where}[{index}].type"
-                )
+                where = f"messages[{index}].content[{number}].type"
+                raise BadRequest(f'{where} must be a string such as "text"', param=where)
             field = _TEXT_FIELDS.get(kind)
             if field is None:
                 continue
             text = part.get(field)
             if not isinstance(text, str):
-                raise BadRequest(
-                    f"{where}[{index}].{field} must be a string", param=f"{where}[{index}].{field}"
-                )
+                where = f"messages[{index}].content[{number}].{field}"
+                raise BadRequest(f"{where} must be a string", param=where)
             if kind == "text":
                 texts.append(text)
         return "".join(texts)
     if content is None and role == "assistant":
         return ""  # an assistant turn that only calls tools
+    where = f"messages[{index}].content"
     raise BadRequest(f"{where} must be a string or an array of content parts", param=where)
 
 
@@ -179,13 +178,13 @@ def _chat_prompt(body: dict[str, Any]) -> str:
             raise BadRequest(
                 f'messages[{index}].role must be a string such as "user"', param=f"messages[{index}].role"
             )
+        content = message.get("content")
         parts.append(role)
         parts.append("\n")
-        parts.append(_content_text(message.get("content"), f"messages[{index}].content", role))
+        parts.append(content if type(content) is str else _content_text(content, index, role))
         parts.append("\n")
-        calls = message.get("tool_calls")
-        if calls is not None:
-            _check_tool_calls(calls, f"messages[{index}].tool_calls")
+        if "tool_calls" in message and message["tool_calls"] is not None:
+            _check_tool_calls(message["tool_calls"], f"messages[{index}].tool_calls")
     return "".join(parts)
 
 

@@ -25,9 +25,11 @@ log = logging.getLogger(__name__)
 
 class Watch:
     """One exchange's deadline: when the loop's clock passes `deadline`, `conn` fails
-    with `phase(seconds)`, unless `renew(watch, now)` moves the deadline and says so."""
+    with `phase(seconds)`, unless `renew(watch, now)` moves the deadline and says so.
+    `subject` and `until` are the renew check's own: what it asks about and its last
+    possible deadline, kept here so that one check serves every watch."""
 
-    __slots__ = ("conn", "deadline", "phase", "renew", "seconds")
+    __slots__ = ("conn", "deadline", "phase", "renew", "seconds", "subject", "until")
 
     def __init__(self, conn: Connection, deadline: float, phase: type[PhaseTimeout], seconds: float) -> None:
         self.conn = conn
@@ -35,6 +37,8 @@ class Watch:
         self.phase = phase
         self.seconds = seconds
         self.renew: Callable[[Watch, float], bool] | None = None
+        self.subject: object = None
+        self.until = 0.0
 
     def move(self, deadline: float, phase: type[PhaseTimeout], seconds: float) -> None:
         """Sets the next deadline and what passing it means."""

@@ -57,8 +57,10 @@ def _watched(endpoint: Endpoint, clock: Clock) -> tuple[Watchdog, Exchange, Live
     watchdog = Watchdog()
     conn = Exchange()
     watch = watchdog.arm(cast(Connection, conn), 5.0, HeaderTimeout, 5.0)
-    liveness = Liveness(endpoint, every_s=5.0, fresh_s=10.0, final=30.0, total_s=1800.0, clock=clock)
+    liveness = Liveness(every_s=5.0, fresh_s=10.0, total_s=1800.0, clock=clock)
     watch.renew = liveness
+    watch.subject = endpoint
+    watch.until = 30.0
     return watchdog, conn, liveness
 
 
