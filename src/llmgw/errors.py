@@ -33,7 +33,8 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         Conflict           409: the admin API cannot create or delete that as asked
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
-        ReplicasFailed     503: every replica tried failed before answering; a NoCapacity
+        UpstreamUnavailable 503: every replica that could serve the request failed
+                           (errors, open breakers); NoCapacity is for replicas that are full
       AgentError           a node agent could not do what it was asked
         AgentProtocolError a message that is not one of the agent protocol's, or a peer
                            speaking a version this side does not
@@ -204,11 +205,6 @@ class NoCapacity(ApiError):
     error_type = "service_unavailable"
 
 
-class ReplicasFailed(NoCapacity):
-    """503 after every replica tried failed before answering (rather than none being
-    available to try): counted apart, as an upstream error."""
-
-
 class BadGateway(ApiError):
     status = 502
     error_type = "upstream_error"
@@ -271,6 +267,13 @@ class Conflict(ApiError):
 
 
 class AuthUnavailable(ApiError):
+    status = 503
+    error_type = "service_unavailable"
+
+
+class UpstreamUnavailable(ApiError):
+    """Every replica that could serve the request failed, rather than being full."""
+
     status = 503
     error_type = "service_unavailable"
 

@@ -149,11 +149,15 @@ class Timeouts(Strict):
     """Connecting to the replica."""
     response_header: NonNegativeDuration = timedelta(seconds=60)
     """Deadline for response headers of streamed requests. Engines send them before
-    generating, so this only detects a dead replica."""
+    generating, so this only detects a dead replica. With generation 0 it is also how
+    often a non-streamed answer's replica is checked for life (see generation)."""
     generation: NonNegativeDuration = timedelta(0)
     """Deadline for a non-streamed answer, which arrives (headers included) only when
     finished. Separate from response_header so that a short liveness deadline cannot
-    truncate long answers from slow models. 0: only `total` applies."""
+    truncate long answers from slow models. 0: only `total` applies, while the replica
+    lives: every response_header without an answer, a replica whose metrics were not read
+    within stale_after fails the try with the response_header timeout, and the request
+    is retried on another replica."""
     first_token: NonNegativeDuration = timedelta(seconds=120)
     """From sending the request to the first streamed token."""
     idle: NonNegativeDuration = timedelta(seconds=60)

@@ -33,17 +33,17 @@ from llmgw.errors import (
     PayloadTooLarge,
     PhaseTimeout,
     RateLimited,
-    ReplicasFailed,
     Unauthorized,
     UpstreamClosed,
     UpstreamError,
     UpstreamProtocol,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
 
 JSON = "application/json"
 
-# Most specific first: InsufficientQuota is a RateLimited, ReplicasFailed a NoCapacity.
+# Most specific first: InsufficientQuota is a RateLimited, UpstreamUnavailable before NoCapacity.
 _REASONS: tuple[tuple[type[ApiError], str], ...] = (
     (BadRequest, "bad_request"),
     (Unauthorized, "unauthorized"),
@@ -53,7 +53,7 @@ _REASONS: tuple[tuple[type[ApiError], str], ...] = (
     (PayloadTooLarge, "body_too_large"),
     (InsufficientQuota, "quota"),
     (RateLimited, "rate_limited"),
-    (ReplicasFailed, "upstream_error"),
+    (UpstreamUnavailable, "upstream_error"),
     (NoCapacity, "no_capacity"),
     (AuthUnavailable, "auth_unavailable"),
     (BadGateway, "upstream_error"),
@@ -113,8 +113,15 @@ def _public_reason(error: UpstreamError) -> str:
     return "the replica failed"
 
 
+# Replica statuses that mean full (overloaded, or not ready to take more), as opposed to
+# failed: only these make the refusal `no_capacity`.
+_FULL_STATUSES = frozenset((429, 503))
+
+
 def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiError:
-    """What a client is told when every try for its request failed before an answer began."""
+    """What a client is told when every try for its request failed before an answer began:
+    a timeout names the bound that fired (504), full replicas are `no_capacity`, failed
+    ones `upstream_unavailable` (both 503 with Retry-After)."""
     reason = _public_reason(error)
     if isinstance(error, PhaseTimeout):
         return GatewayTimeout(
@@ -130,9 +137,15 @@ def as_api_error(error: UpstreamError, model: str, retry_after: float) -> ApiErr
     if isinstance(error, NotAStream):
         # A replica that answers, only not with a stream, is not busy: waiting will not help.
         return BadGateway(f"model {model!r}: {reason}", code="upstream_not_a_stream")
-    return ReplicasFailed(
-        f"model {model!r}: no replica could take the request ({reason}); try again shortly",
-        code="no_capacity",
+    if isinstance(error, UpstreamStatus) and error.status in _FULL_STATUSES:
+        return NoCapacity(
+            f"model {model!r}: every replica tried is full ({reason}); try again shortly",
+            code="no_capacity",
+            retry_after=retry_after,
+        )
+    return UpstreamUnavailable(
+        f"model {model!r}: every replica tried failed ({reason}); try again shortly",
+        code="upstream_unavailable",
         retry_after=retry_after,
     )
 

@@ -25,11 +25,14 @@ from llmgw.errors import (
     UpstreamClosed,
     UpstreamError,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
 from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
+from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
+from llmgw.router.liveness import Liveness
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
@@ -58,6 +61,7 @@ class Dispatcher:
         inject_usage: bool,
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
+        failures: FailureLog | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._picker = picker
@@ -69,6 +73,8 @@ class Dispatcher:
         self._inject_usage = inject_usage
         self._retry_after = retry_after
         self._clock = clock
+        self._failures = failures or FailureLog(clock=clock)
+        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
 
     async def serve(
         self,
@@ -82,10 +88,13 @@ class Dispatcher:
         when none could before anything was sent."""
         rid = request_id.encode()
         last_error: UpstreamError | None = None
+        # The latest failed try, logged once it is known whether another try follows.
+        failed: tuple[str, str, int] | None = None
         first = chain[0]
+        attempts = self._retries + 1
         for target in chain:
             tried: set[str] = set()
-            for attempt in range(self._retries + 1):
+            for attempt in range(attempts):
                 now = self._clock()
                 candidates = [
                     e
@@ -100,13 +109,19 @@ class Dispatcher:
                 tried.add(endpoint.id)
                 if attempt:
                     self._metrics.retried(first.model)
+                if failed is not None and last_error is not None:
+                    self._failures.failed(request_id, *failed, attempts, last_error, final=False)
+                    failed = None
                 budget = started + self._limits.total - now
                 if budget <= 0:
+                    if failed is not None and last_error is not None:
+                        self._failures.failed(request_id, *failed, attempts, last_error, final=True)
                     raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
                     last_error = exc
+                    failed = (endpoint.id, target.model, attempt + 1)
                     self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
                     endpoint.last_error = (self._clock(), str(exc))
                     continue
@@ -115,11 +130,20 @@ class Dispatcher:
                 if done:
                     return
         if last_error is None:
+            if any(self._endpoints.for_model(t.model) for t in chain):
+                raise UpstreamUnavailable(
+                    f"model {first.model!r}: every replica failed recently and is left out for "
+                    "router.cooldown; try again shortly",
+                    code="upstream_unavailable",
+                    retry_after=self._retry_after,
+                )
             raise NoCapacity(
                 f"model {first.model!r} has no replica available right now; try again shortly",
                 code="no_capacity",
                 retry_after=self._retry_after,
             )
+        if failed is not None:
+            self._failures.failed(request_id, *failed, attempts, last_error, final=True)
         raise as_api_error(last_error, first.model, self._retry_after)
 
     def _headers(
@@ -159,7 +183,9 @@ class Dispatcher:
                 if request.stream:
                     result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
-                    result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
+                    result = await fetch(
+                        endpoint, head, body, self._limits, budget, self._watchdog, self._liveness
+                    )
             except UpstreamStatus as exc:
                 if exc.status in ENGINE_AUTH_STATUSES:
                     # The replica refuses the gateway's key: every request there would
@@ -237,7 +263,7 @@ class Dispatcher:
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started
+            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, request_id
         )
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
@@ -264,6 +290,7 @@ class Dispatcher:
         endpoint: Endpoint,
         target: Target,
         started: float,
+        request_id: str,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off)."""
@@ -299,6 +326,7 @@ class Dispatcher:
         except UpstreamError as exc:
             conn.close()
             timed_out = isinstance(exc, PhaseTimeout)
+            self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
         except BaseException:

@@ -145,6 +145,7 @@ class Gateway:
                 first_token=_seconds(timeouts.first_token),
                 idle=_seconds(timeouts.idle),
                 total=_seconds(timeouts.total),
+                replica_fresh=_seconds(router.stale_after),
             ),
             retries=router.retries,
             inject_usage=router.inject_usage,

@@ -79,12 +79,12 @@ def test_error_status_is_retried_on_another_replica(
         gw.stop()
 
 
-def test_every_replica_failing_is_503_with_retry_after(
-    pair: Pair,
-) -> None:
+@pytest.mark.parametrize(("fault", "code"), [("500", "upstream_unavailable"), ("503", "no_capacity")])
+def test_every_replica_failing_is_503_with_retry_after(pair: Pair, fault: str, code: str) -> None:
+    """Replicas that failed are `upstream_unavailable`; `no_capacity` is for full ones."""
     a, b = pair
-    set_fault(a, "500")
-    set_fault(b, "500")
+    set_fault(a, fault)
+    set_fault(b, fault)
     gw = gateway_for(endpoint("a", a, "m"), endpoint("b", b, "m"))
     try:
         response = httpx.post(
@@ -94,7 +94,7 @@ def test_every_replica_failing_is_503_with_retry_after(
         )
         assert response.status_code == 503
         assert int(response.headers["retry-after"]) >= 1
-        assert response.json()["error"]["code"] == "no_capacity"
+        assert response.json()["error"]["code"] == code
     finally:
         gw.stop()
 

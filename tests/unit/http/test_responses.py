@@ -34,6 +34,7 @@ from llmgw.errors import (
     UpstreamError,
     UpstreamProtocol,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
 from llmgw.http.responses import (
     JSON,
@@ -57,6 +58,7 @@ STATUS_CASES = [
     pytest.param(ApiError, 500, "server_error", id="base-is-a-server-error"),
     pytest.param(BadGateway, 502, "upstream_error", id="bad-gateway"),
     pytest.param(NoCapacity, 503, "service_unavailable", id="no-capacity"),
+    pytest.param(UpstreamUnavailable, 503, "service_unavailable", id="upstream-unavailable"),
     pytest.param(GatewayTimeout, 504, "timeout_error", id="gateway-timeout"),
 ]
 
@@ -140,24 +142,44 @@ def test_a_timeout_is_a_gateway_timeout(cls: type[PhaseTimeout]) -> None:
     assert cls.phase in error.message
 
 
-FAILURES = [
-    pytest.param(DialError("could not connect to the replica: Connection refused"), id="dial"),
-    pytest.param(UpstreamClosed("the replica closed the connection early"), id="closed"),
-    pytest.param(UpstreamProtocol("the replica's answer is not valid HTTP"), id="protocol"),
+FULL = [
     pytest.param(UpstreamStatus(503, b'{"error":"overloaded"}'), id="status-503"),
     pytest.param(UpstreamStatus(429, b""), id="status-429"),
-    pytest.param(UpstreamError("some other failure"), id="base"),
 ]
 
 
-@pytest.mark.parametrize("failure", FAILURES)
-def test_other_failures_are_no_capacity_with_retry_after(failure: UpstreamError) -> None:
+@pytest.mark.parametrize("failure", FULL)
+def test_full_replicas_are_no_capacity_with_retry_after(failure: UpstreamError) -> None:
     error = as_api_error(failure, "chat", retry_after=2.5)
     assert isinstance(error, NoCapacity)
     assert error.status == 503
     assert error.code == "no_capacity"
     assert error.retry_after == 2.5
     assert "'chat'" in error.message
+    assert "full" in error.message
+    _, headers, _ = api_error_response(error)
+    assert ("retry-after", "3") in headers
+
+
+FAILURES = [
+    pytest.param(DialError("could not connect to the replica: Connection refused"), id="dial"),
+    pytest.param(UpstreamClosed("the replica closed the connection early"), id="closed"),
+    pytest.param(UpstreamProtocol("the replica's answer is not valid HTTP"), id="protocol"),
+    pytest.param(UpstreamStatus(500, b""), id="status-500"),
+    pytest.param(UpstreamStatus(502, b""), id="status-502"),
+    pytest.param(UpstreamError("some other failure"), id="base"),
+]
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_failed_replicas_are_upstream_unavailable_not_no_capacity(failure: UpstreamError) -> None:
+    error = as_api_error(failure, "chat", retry_after=2.5)
+    assert isinstance(error, UpstreamUnavailable)
+    assert error.status == 503
+    assert error.code == "upstream_unavailable"
+    assert error.retry_after == 2.5
+    assert "'chat'" in error.message
+    assert "failed" in error.message
     _, headers, _ = api_error_response(error)
     assert ("retry-after", "3") in headers
 
