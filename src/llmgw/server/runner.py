@@ -22,9 +22,10 @@ from pathlib import Path
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
 from llmgw.server import heap
+from llmgw.server.body_guard import BodyRules
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
-from llmgw.server.http1 import App
+from llmgw.server.http1 import App, Limits
 from llmgw.server.http1_server import Http1Server
 from llmgw.server.listen import split_listen
 from llmgw.store import Store
@@ -36,9 +37,24 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
 
 
-def _server(app: App, address: str, field: str, max_connections: int) -> Http1Server:
+def _server(
+    app: App, address: str, field: str, max_connections: int, limits: Limits | None = None
+) -> Http1Server:
     host, port = split_listen(address, field)
-    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048)
+    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048, limits=limits)
+
+
+def client_limits(settings: Settings) -> Limits:
+    """The client port's limits: its body deadline, rate and memory from `router`."""
+    router = settings.router
+    return Limits(
+        body=BodyRules(
+            timeout_s=router.timeouts.body.total_seconds(),
+            min_rate=router.timeouts.body_min_rate,
+            memory_bytes=router.max_body_memory_bytes,
+            max_body_bytes=router.max_body_bytes,
+        )
+    )
 
 
 def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
@@ -46,7 +62,7 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
     already refused an admin address off loopback without admin_remote); only the
     client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, "listen", settings.max_connections),
+        _server(gateway.app, settings.listen, "listen", settings.max_connections, client_limits(settings)),
         _server(gateway.admin, settings.admin_listen, "admin_listen", 0),
     ]
     if settings.metrics_listen:
