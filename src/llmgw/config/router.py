@@ -143,7 +143,8 @@ class KVIndex(Strict):
 
 class Timeouts(Strict):
     """Bounds on each phase of one upstream request. 0 leaves a phase bounded only by
-    `total` (and `total: 0s` by nothing)."""
+    `total` (and `total: 0s` by nothing). `body` and `body_min_rate` bound the client
+    instead, while it sends its request body."""
 
     dial: NonNegativeDuration = timedelta(seconds=5)
     """Connecting to the replica."""
@@ -164,6 +165,13 @@ class Timeouts(Strict):
     """Longest silence between two chunks of a stream."""
     total: NonNegativeDuration = timedelta(minutes=30)
     """The whole request, start to last byte."""
+    body: NonNegativeDuration = timedelta(seconds=30)
+    """Time a client has to send its request body, from the end of its headers; a late
+    body is answered 408 and its connection closed. 0: no bound."""
+    body_min_rate: NonNegativeInt = 16 * 1024
+    """Bytes a second of request body that each extend `body` by one second, so a client
+    sending at least this fast is never cut off and a large body gets longer. 0: the
+    whole body within `body`."""
 
 
 class Scoring(Strict):
@@ -251,6 +259,10 @@ class Router(Strict):
     "other". Usage records store all tags regardless."""
     max_body_bytes: PositiveInt = 32 * MIB
     """Largest request body read; larger is refused with 413."""
+    max_body_memory_bytes: PositiveInt = 256 * MIB
+    """Request body bytes all client connections together may hold while they arrive,
+    before the gateway has taken them; a body that does not fit is refused with 503 and
+    Retry-After. At least max_body_bytes."""
     batch: Batch = Field(default_factory=Batch)
     cache: Cache = Field(default_factory=Cache)
     trusted_proxies: tuple[NetworkText, ...] = ()
@@ -268,6 +280,21 @@ class Router(Strict):
     @property
     def effective_tenant_label(self) -> str:
         return self.tenant_label or "none"
+
+    @model_validator(mode="after")
+    def _body_fits_budget(self) -> Router:
+        if self.max_body_memory_bytes < self.max_body_bytes:
+            refuse(
+                "Router",
+                [
+                    Problem(
+                        ("max_body_memory_bytes",),
+                        f"{self.max_body_memory_bytes} is below max_body_bytes {self.max_body_bytes}, "
+                        "so a body of the largest size could never be taken: raise it",
+                    )
+                ],
+            )
+        return self
 
     @field_validator("tenant_label")
     @classmethod

@@ -12,7 +12,8 @@ itself see bench/results/router-overhead-2026-11-29-5.md (both servers, one run)
 A connection carries one request at a time. Requests a client pipelines are parsed
 as they arrive and wait their turn, and reading from the socket pauses until the one
 in flight is answered; so does it while the application has more unread body than
-BODY_HIGH_WATER_BYTES. A client that just waits for its answer sends nothing, so its
+BODY_HIGH_WATER_BYTES. A body has a deadline and takes memory from the listener's
+budget (llmgw.http.body_guard). A client that just waits for its answer sends nothing, so its
 socket stays read and its leaving is seen at once (`client_disconnect`). Writes wait
 (`drain`) while the socket's send buffer is above the transport's high-water mark.
 """
@@ -24,11 +25,12 @@ import logging
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import httptools
 
+from llmgw.http.body_guard import BodyBudget, BodyRules, body_overdue
 from llmgw.http.http1_exchange import DateHeader, Exchange, RequestHeaders, RequestScope, response_head
 from llmgw.http.responses import JSON, error_body
 from llmgw.http.rsgi import ProtocolClosed
@@ -53,6 +55,8 @@ class Limits:
     max_discard_bytes: int = 1024 * 1024
     """Request body left unread by an application that answered early (a 413) that is
     read and dropped to keep the connection; past it the connection is closed."""
+    body: BodyRules = field(default_factory=BodyRules)
+    """How long a request body may take to arrive, and the memory bodies may hold."""
 
 
 # What one read from the socket may bring beyond a head within the limits (the rest of
@@ -82,7 +86,14 @@ class ConnectionOwner:
 class Http1Connection(asyncio.Protocol):
     """One client connection (asyncio.Protocol and the exchanges' Wire)."""
 
-    def __init__(self, app: App, owner: ConnectionOwner, limits: Limits, date: DateHeader) -> None:
+    def __init__(
+        self,
+        app: App,
+        owner: ConnectionOwner,
+        limits: Limits,
+        date: DateHeader,
+        budget: BodyBudget | None = None,
+    ) -> None:
         self._app = app
         self._owner = owner
         self._limits = limits
@@ -111,6 +122,13 @@ class Http1Connection(asyncio.Protocol):
         self._in_head = True
         self._head_bytes = 0
         self._head_bound = limits.max_request_target + limits.max_header_bytes + _READ_SLACK_BYTES
+        self._budget = budget if budget is not None else BodyBudget(limits.body.memory_bytes)
+        # The body being received: when its clock started, and how much of it has come.
+        self._body_since = 0.0
+        self._body_received = 0
+        # A request refused behind one in flight, answered after it (status, message).
+        self._refusal: tuple[int, str] | None = None
+        self._lingering = False
         self.closed = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------
@@ -122,7 +140,7 @@ class Http1Connection(asyncio.Protocol):
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
-        if self._upgraded:
+        if self._upgraded or self._refusal is not None or self._lingering:
             return
         if self._in_head:
             self._head_bytes += len(data)
@@ -157,6 +175,9 @@ class Http1Connection(asyncio.Protocol):
         for exchange in (self._current, self._parsing):
             if exchange is not None:
                 exchange.wake()
+                exchange.release()
+        for _, queued in self._pipeline:
+            queued.release()
         self._pipeline.clear()
         self._resolve_drain()
         for waiter in self._lost:
@@ -208,7 +229,11 @@ class Http1Connection(asyncio.Protocol):
         parser = self._parser
         method = parser.get_method().decode("latin-1")
         version = parser.get_http_version()
-        expect = self._headers.get("expect")
+        headers = self._headers
+        if version != "1.0" and "host" not in headers:
+            # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without one.
+            raise _Refused(400, "the request has no Host header, which HTTP/1.1 requires")
+        expect = headers.get("expect")
         exchange = Exchange(
             self,
             self._date,
@@ -216,7 +241,17 @@ class Http1Connection(asyncio.Protocol):
             head_only=method == "HEAD",
             http10=version == "1.0",
             expect_continue=expect is not None and expect.lower() == "100-continue" and version != "1.0",
+            budget=self._budget,
         )
+        # httptools has checked the framing: a content-length of digits only, or a
+        # transfer-encoding ending in chunked, never both.
+        declared = headers.get("content-length")
+        if declared is not None:
+            exchange.declared = int(declared)
+        elif "transfer-encoding" in headers:
+            exchange.declared = -1
+        self._body_since = self._loop.time()
+        self._body_received = 0
         scope = RequestScope(method, self._target, RequestHeaders(self._headers), version)
         self._parsing = exchange
         if self._current is None:
@@ -235,6 +270,13 @@ class Http1Connection(asyncio.Protocol):
             if self._discarded > self._limits.max_discard_bytes:
                 self._close()
             return
+        self._body_received += len(body)
+        if exchange.declared < 0 and exchange is self._current and not exchange.started:
+            # A chunked body has no size to reserve up front: it takes from the budget
+            # as it comes.
+            if not self._budget.reserve(len(body), exchange.reserved):
+                raise _Refused(503, _BUDGET_FULL)
+            exchange.reserved += len(body)
         exchange.feed(body)
         if exchange.over_high_water:
             self._update_reading()
@@ -310,7 +352,20 @@ class Http1Connection(asyncio.Protocol):
     def _begin(self, scope: RequestScope, exchange: Exchange) -> None:
         self._cancel_idle()
         self._current = exchange
+        if exchange.declared > 0 and not exchange.body_complete and not self._reserve(exchange):
+            return
         self.task = self._loop.create_task(self._run(scope, exchange))
+
+    def _reserve(self, exchange: Exchange) -> bool:
+        """Reserves the declared body in the budget, or answers 503 in the
+        application's stead (False)."""
+        size = min(exchange.declared, self._limits.body.max_body_bytes)
+        if self._budget.reserve(size):
+            exchange.reserved = size
+            return True
+        exchange.response_bytes(503, _refusal_headers(503), _budget_full_body())
+        self._answered(exchange)
+        return False
 
     async def _run(self, scope: RequestScope, exchange: Exchange) -> None:
         try:
@@ -344,6 +399,8 @@ class Http1Connection(asyncio.Protocol):
 
     def _answered(self, exchange: Exchange) -> None:
         self.task = None
+        if exchange.reserved:
+            exchange.release()
         if not exchange.started and not self.closed:
             log.error("the application returned without answering the request")
             exchange.keep_alive = False
@@ -377,29 +434,77 @@ class Http1Connection(asyncio.Protocol):
             scope, exchange = self._pipeline.popleft()
             self._begin(scope, exchange)
             self._update_reading()
+        elif self._refusal is not None:
+            self._write_refusal(*self._refusal)
+            self._linger()
         else:
             self._arm_idle()
             self._update_reading()
 
     def _refuse(self, status: int, message: str) -> None:
-        """A request that cannot be parsed: answered (unless one is in flight, whose
-        answer would be mixed up with it) and the connection closed."""
-        self._stopping = True
-        self._pipeline.clear()
-        if self._current is None and not self.closed:
-            body = error_body(message, "invalid_request_error", code="bad_http")
+        """A request that cannot be parsed (or whose body is late, or over the budget):
+        answered with `status` in its turn, and the connection closed after it. Requests
+        parsed before it are answered first; a response already begun for it is cut
+        short instead, since it cannot be turned into an error."""
+        current, parsing = self._current, self._parsing
+        self._parsing = None
+        if parsing is not None and self._pipeline and self._pipeline[-1][1] is parsing:
+            self._pipeline.pop()  # queued with a bad body: never served
+            parsing.release()
+        if current is None or self.closed:
+            self._stopping = True
+            self._write_refusal(status, message)
+            self._linger()
+        elif current is parsing:
+            self._stopping = True
+            self._pipeline.clear()
+            if not current.started:
+                # The application is waiting for this body: it learns the connection is
+                # gone (ProtocolClosed), and the client learns why.
+                current.keep_alive = False
+                current.response_bytes(status, _refusal_headers(status), _refusal_body(status, message))
+            self._linger()
+            current.wake()
+        else:
+            self._refusal = (status, message)
+            self._update_reading()
+
+    def _write_refusal(self, status: int, message: str) -> None:
+        if not self.closed:
+            body = _refusal_body(status, message)
             framing = f"content-length: {len(body)}\r\n"
             self.write(
-                response_head(status, [("content-type", JSON)], framing, self._date.line(), True) + body
+                response_head(status, _refusal_headers(status), framing, self._date.line(), True) + body
             )
-        self._close()
+
+    def check_body(self, now: float) -> None:
+        """Refuses the body being received with 408 when it is past its deadline (the
+        listener's sweep calls this every `body_guard.SWEEP_S`). The clock stands still
+        while the body is not the client's to send: the server has paused reading, or
+        the client waits for its 100 Continue."""
+        exchange = self._parsing
+        if exchange is None or exchange is not self._current or self.closed:
+            return  # none, or queued behind another (reading is paused), or left unread
+        if self._reading_paused or exchange.expect_continue:
+            self._body_since = now
+            self._body_received = 0
+        elif body_overdue(self._limits.body, self._body_since, self._body_received, now):
+            self._refuse(
+                408,
+                "the request body did not arrive in time "
+                "(router.timeouts.body and router.timeouts.body_min_rate)",
+            )
 
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self.closed:
             return
         current = self._current
-        pause = bool(self._pipeline) or (current is not None and current.over_high_water)
+        pause = (
+            bool(self._pipeline)
+            or (current is not None and current.over_high_water)
+            or self._refusal is not None
+        )
         if pause != self._reading_paused:
             self._reading_paused = pause
             if pause:
@@ -422,9 +527,56 @@ class Http1Connection(asyncio.Protocol):
         if drain is not None and not drain.done():
             drain.set_result(None)
 
+    def _linger(self) -> None:
+        """Closes after a refusal without losing it: closing a socket with unread bytes
+        (the rest of a refused body) makes the kernel send a reset, which can reach the
+        client before the answer. So the answer is followed by a FIN, what the client
+        still sends is read and dropped, and the socket closed once the client closes
+        or after LINGER_S."""
+        self.closed = True
+        transport = self._transport
+        if transport is None or transport.is_closing() or self._lingering:
+            return
+        self._lingering = True
+        if transport.can_write_eof():
+            transport.write_eof()
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        self._cancel_idle()
+        self._idle = self._loop.call_later(LINGER_S, transport.close)
+
     def _close(self) -> None:
+        if self._lingering:
+            return  # closes on its own
         # Closed to the exchanges at once (nothing more is written, a stream's sender
         # gets ProtocolClosed); the transport still sends what it holds, then closes.
         self.closed = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
+
+
+LINGER_S = 2.0
+"""How long a refused connection's late bytes are read and dropped before it closes."""
+
+_BUDGET_FULL = (
+    "the gateway holds as many request bodies as its memory budget allows "
+    "(router.max_body_memory_bytes); retry shortly"
+)
+
+
+def _budget_full_body() -> bytes:
+    return error_body(_BUDGET_FULL, "service_unavailable", code="body_memory_full")
+
+
+def _refusal_headers(status: int) -> list[tuple[str, str]]:
+    # A full budget empties as bodies arrive, in about a second.
+    return [("content-type", JSON), ("retry-after", "1")] if status == 503 else [("content-type", JSON)]
+
+
+def _refusal_body(status: int, message: str) -> bytes:
+    if status == 503:
+        return _budget_full_body()
+    if status == 408:
+        return error_body(message, "invalid_request_error", code="body_timeout")
+    return error_body(message, "invalid_request_error", code="bad_http")

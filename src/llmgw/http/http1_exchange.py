@@ -10,6 +10,7 @@ semantics (framing, keep-alive, the head's bytes) and none of the socket handlin
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from http import HTTPStatus
 from typing import Protocol
 from urllib.parse import unquote
 
+from llmgw.http.body_guard import BodyBudget
 from llmgw.http.rsgi import ProtocolClosed
 
 # Past this many unread body bytes the client's socket is paused until the
@@ -75,10 +77,22 @@ class RequestScope:
         self.method = method
         raw_path, _, query = target.partition(b"?")
         path = raw_path.decode("latin-1")
-        self.path = unquote(path) if "%" in path else path
+        self.path = decode_path(path) if "%" in path else path
         self.query_string = query.decode("latin-1")
         self.headers = headers
         self.http_version = http_version
+
+
+_ENCODED_SLASH = re.compile("%2f", re.IGNORECASE)
+
+
+def decode_path(path: str) -> str:
+    """`path` with its %-escapes decoded, but for an encoded slash, which stays `%2F`:
+    decoded, `/v1/chat%2Fcompletions` would be routed as `/v1/chat/completions`, a
+    path the client did not send (and one a proxy in front, matching on the raw path,
+    did not see)."""
+    parts = _ENCODED_SLASH.split(path)
+    return unquote(path) if len(parts) == 1 else "%2F".join([unquote(part) for part in parts])
 
 
 # --- the response head ------------------------------------------------------------------
@@ -163,6 +177,7 @@ class Exchange:
     """The HTTPProtocol of one request: its body as it arrives, and its response."""
 
     __slots__ = (
+        "_budget",
         "_buffered",
         "_date",
         "_parts",
@@ -170,10 +185,12 @@ class Exchange:
         "_waiter",
         "_wire",
         "body_complete",
+        "declared",
         "expect_continue",
         "head_only",
         "http10",
         "keep_alive",
+        "reserved",
         "started",
         "stream",
     )
@@ -187,8 +204,14 @@ class Exchange:
         head_only: bool,
         http10: bool,
         expect_continue: bool = False,
+        budget: BodyBudget | None = None,
     ) -> None:
         self._wire = wire
+        self._budget = budget
+        self.reserved = 0
+        """Bytes of `budget` held for this request's body until the application has it."""
+        self.declared = 0
+        """The body's content-length; -1 for a chunked body, 0 for none."""
         self._date = date
         self._parts: deque[bytes] = deque()
         self._buffered = 0
@@ -237,6 +260,8 @@ class Exchange:
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         parts.clear()
         self._buffered = 0
+        if self.reserved:
+            self.release()
         return body
 
     def __aiter__(self) -> Exchange:
@@ -247,12 +272,21 @@ class Exchange:
             self._continue()
         while not self._parts:
             if self.body_complete:
+                if self.reserved:
+                    self.release()
                 raise StopAsyncIteration
             await self._more()
         part = self._parts.popleft()
         self._buffered -= len(part)
         self._wire.body_read()
         return part
+
+    def release(self) -> None:
+        """Gives back what the body held of the budget: the application has it all, or
+        the request is over."""
+        if self._budget is not None:
+            self._budget.release(self.reserved)
+        self.reserved = 0
 
     def _continue(self) -> None:
         self.expect_continue = False
@@ -304,5 +338,8 @@ class Exchange:
 
     def _start(self) -> None:
         if self.started:
+            if self._wire.closed:
+                # Answered by the server itself (a bad or late body), which then closed.
+                raise ProtocolClosed("the request was refused by the server and the connection closed")
             raise RuntimeError("this request was already answered")
         self.started = True

@@ -4,6 +4,9 @@ connections (llmgw.http.http1), on the running loop.
 The socket is accepted from by hand rather than through `loop.create_server` so that
 accepting can pause: past `max_connections` new clients wait in the kernel's listen
 backlog (they are neither refused nor accepted-then-dropped) until a connection closes.
+
+Its connections share one budget for the request bodies they hold, and one sweep
+checks their bodies' deadlines (llmgw.http.body_guard).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import logging
 import socket
 
+from llmgw.http.body_guard import SWEEP_S, BodyBudget
 from llmgw.http.http1 import App, ConnectionOwner, Http1Connection, Limits
 from llmgw.http.http1_exchange import DateHeader
 
@@ -35,6 +39,7 @@ class Http1Server(ConnectionOwner):
         max_connections: int = 0,
         backlog: int = 2048,
         limits: Limits | None = None,
+        sweep_s: float = SWEEP_S,
     ) -> None:
         self._app = app
         self._host = host
@@ -43,6 +48,10 @@ class Http1Server(ConnectionOwner):
         self._backlog = backlog
         self._limits = limits or Limits()
         self._date = DateHeader()
+        self.budget = BodyBudget(self._limits.body.memory_bytes)
+        """The request body bytes this listener's connections hold."""
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_s = sweep_s
         self._sock: socket.socket | None = None
         self._accepting = False
         self._connections: set[Http1Connection] = set()
@@ -67,17 +76,24 @@ class Http1Server(ConnectionOwner):
         )
         self._sock.setblocking(False)
         self._resume_accepting()
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self, grace_s: float = 30.0) -> None:
         """Stops accepting; idle connections close now, busy ones after their answer;
         what is still running after `grace_s` is cancelled and its connection dropped."""
+        # Set before the first await: a connection closing meanwhile must not resume
+        # accepting on the socket closed here.
+        self._all_closed = asyncio.Event()
         self._pause_accepting()
         if self._sock is not None:
             self._sock.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         for task in list(self._connecting):
             task.cancel()
         await asyncio.gather(*self._connecting, return_exceptions=True)
-        self._all_closed = asyncio.Event()
         for conn in list(self._connections):
             conn.shutdown()
         if self._connections:
@@ -100,6 +116,15 @@ class Http1Server(ConnectionOwner):
                 self._all_closed.set()
         elif not self._accepting and self._below_limit():
             self._resume_accepting()
+
+    async def _sweep(self) -> None:
+        """Checks every connection's body against its deadline, every `sweep_s`."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._sweep_s)
+            now = loop.time()
+            for conn in list(self._connections):
+                conn.check_body(now)
 
     # --- accepting ----------------------------------------------------------------------
 
@@ -146,7 +171,7 @@ class Http1Server(ConnectionOwner):
         loop = asyncio.get_running_loop()
         try:
             await loop.connect_accepted_socket(
-                lambda: Http1Connection(self._app, self, self._limits, self._date), client
+                lambda: Http1Connection(self._app, self, self._limits, self._date, self.budget), client
             )
         except OSError:
             client.close()

@@ -291,7 +291,8 @@ class GatewayApp:
         if path == "/v1/models":
             body = orjson.dumps({"object": "list", "data": self._models.list(allowed)})
         else:
-            name = path[len("/v1/models/") :]
+            # A model name's slash may come encoded; the server leaves it so for routing.
+            name = path[len("/v1/models/") :].replace("%2F", "/")
             entry = self._models.get(name, allowed)
             if entry is None:
                 raise unknown_model(name)

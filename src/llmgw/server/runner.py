@@ -26,7 +26,8 @@ from llmgw.auth import AuthGate
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
-from llmgw.http.http1 import App
+from llmgw.http.body_guard import BodyRules
+from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
@@ -41,9 +42,22 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
 
 
-def _server(app: App, address: str, max_connections: int) -> Http1Server:
+def _server(app: App, address: str, max_connections: int, limits: Limits | None = None) -> Http1Server:
     host, port = split_host_port(address)  # checked when the settings loaded
-    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048)
+    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048, limits=limits)
+
+
+def client_limits(settings: Settings) -> Limits:
+    """The client port's limits: its body deadline, rate and memory from `router`."""
+    router = settings.router
+    return Limits(
+        body=BodyRules(
+            timeout_s=router.timeouts.body.total_seconds(),
+            min_rate=router.timeouts.body_min_rate,
+            memory_bytes=router.max_body_memory_bytes,
+            max_body_bytes=router.max_body_bytes,
+        )
+    )
 
 
 def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
@@ -51,7 +65,7 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
     already refused an admin address off loopback without admin_remote); only the
     client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, settings.max_connections),
+        _server(gateway.app, settings.listen, settings.max_connections, client_limits(settings)),
         _server(gateway.admin, settings.admin_listen, 0),
     ]
     if settings.metrics_listen:
