@@ -20,9 +20,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/llmgw server
 
+# lint-imports: the package layers of docs/architecture.md (contracts in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 
 types: $(STAMP)
 	$(BIN)/mypy
@@ -40,4 +42,4 @@ pytest: $(STAMP)
 test: lint types engine pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

@@ -45,8 +45,8 @@ from typing import Any
 
 import aiohttp
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

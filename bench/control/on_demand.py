@@ -2,7 +2,7 @@
 the engine's own load time.
 
 A real `llmgw server` with the control plane on and one real agent (`python -m
-llmgw.agent`) on loopback; the catalog has one on-demand sim model (min 0, max 1) whose
+llmgw.cli.agent`) on loopback; the catalog has one on-demand sim model (min 0, max 1) whose
 engine takes `--startup-delay` seconds to load and stops after a short idle timeout.
 After one unmeasured cycle (a control plane that just started first gives agents
 `unreachable_after` to reconnect), each run waits until the model is stopped (no engine
@@ -11,7 +11,7 @@ times the first byte of the answer. The request waits in admission, the control 
 places the model, the agent starts the engine, the engine loads, the agent reports it
 ready, the control plane publishes it, the request goes.
 
-Beside it, the same engine started by hand (`python -m llmgw.sim --startup-delay D`)
+Beside it, the same engine started by hand (`python -m llmgw.cli.sim --startup-delay D`)
 and asked the same request the moment its health answers: the engine's own cold
 start, process start-up included. The control plane's cost is the difference.
 
@@ -42,8 +42,8 @@ from typing import Any
 import httpx
 
 from llmgw.agent.state import StateDir, is_same_process
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
-from llmgw.sim.testing import start_sim_engine, wait_until_ready
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.sim import start_sim_engine, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -102,7 +102,7 @@ def cluster(load_s: float, idle_s: float, work: Path) -> Iterator[tuple[GatewayP
         "models": [model],
     }
     state = work / "agent-state"
-    command = [sys.executable, "-m", "llmgw.agent", "--server", f"127.0.0.1:{agent_port}", "--insecure"]
+    command = [sys.executable, "-m", "llmgw.cli.agent", "--server", f"127.0.0.1:{agent_port}", "--insecure"]
     command += ["--node-id", "bench", "--state-dir", str(state), "--log-level", "warning"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLMGW_")}
     agent = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)

@@ -1,7 +1,7 @@
 """What one control-plane decision costs on a large cluster: 200 models on 1,000
 simulated nodes.
 
-Two passes of the pure `llmgw.control.plan.plan`, each repeated:
+Two passes of the pure `llmgw.control.decisions.plan.plan`, each repeated:
 
 1. cold: nothing runs yet, every model below its floor is placed (the control plane's
    first pass after an install or a full outage);
@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llmgw.agent.inventory import GPU, Inventory, MigDevice, WeightsEntry
 from llmgw.catalog import Catalog, Model
-from llmgw.control.cluster import Assignment, ModelDemand, NodeView, ReplicaView
-from llmgw.control.plan import Plan, plan
+from llmgw.control.decisions.cluster import Assignment, ModelDemand, NodeView, ReplicaView
+from llmgw.control.decisions.plan import Plan, plan
+from llmgw.protocol.inventory import GPU, Inventory, MigDevice, WeightsEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 GB = 1 << 30

@@ -66,7 +66,7 @@ class FakeConn:
         self.reusable = True
         self.complete = True
         self.status = 200
-        self.headers = [(b"content-type", b"application/json")]
+        self.headers = [(b"content-type", b"text/event-stream" if stream else b"application/json")]
         self._chunks: list[bytes] = []
 
     async def exchange(self, head: bytes, body: bytes) -> int:

@@ -1,6 +1,6 @@
 """The four sim replicas every target routes over, started fresh for each target.
 
-Started through `llmgw.sim.testing.start_sim_engine` (which polls `/health` and stops
+Started through `llmgw.testing.sim.start_sim_engine` (which polls `/health` and stops
 them by PID) on fixed ports, 127.0.0.1:18201-18204, because the llmgw configurations
 list them statically. Replica i always gets seed `base_seed + i`: the seed is the first
 eight hex digits of every response id a sim hands out, so a client behind a gateway
@@ -21,7 +21,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 SIM_PORTS: tuple[int, ...] = (18201, 18202, 18203, 18204)
 MODEL = "routing-model"

@@ -40,7 +40,7 @@ import aiohttp
 
 from llmgw.sim.cost import CostModel
 from llmgw.sim.options import SimOptions
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 _WORD_TEXT = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma"
 WORDS = _WORD_TEXT.split()

@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from llmgw.sim.testing import start_sim_engine
+from llmgw.testing.sim import start_sim_engine
 
 _TOPIC_TEXT = "river mountain harbour forest desert glacier valley island canyon meadow"
 TOPICS = _TOPIC_TEXT.split()

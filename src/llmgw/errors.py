@@ -13,6 +13,8 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         DialError          could not connect
         UpstreamClosed     the replica closed the connection early
         UpstreamProtocol   the replica answered something that is not HTTP
+          NotAStream       a streaming request answered 200 with a body that is not an
+                           event stream (JSON, plain text)
         UpstreamStatus     the replica answered a status worth retrying (5xx, 429)
         PhaseTimeout       one phase of the exchange ran past its bound; one subclass
                            per phase (dial, response header, generation, first token,
@@ -23,7 +25,7 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         StoreMissing       no row with that identity
       ApiError             a refusal sent to an API client; its class carries the HTTP
                            status and OpenAI's error type, so the status is chosen by
-                           type in one place (router/responses.py), never by reading text
+                           type in one place (http/responses.py), never by reading text
         LimitRefusal       a 429 that carries response headers (`headers`) besides
                            Retry-After; a RateLimited
           RateLimitExceeded  an RPM or TPM limit is reached; x-ratelimit-* headers
@@ -31,6 +33,8 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         Conflict           409: the admin API cannot create or delete that as asked
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
+        UpstreamUnavailable 503: every replica that could serve the request failed
+                           (errors, open breakers); NoCapacity is for replicas that are full
       AgentError           a node agent could not do what it was asked
         AgentProtocolError a message that is not one of the agent protocol's, or a peer
                            speaking a version this side does not
@@ -80,6 +84,10 @@ class UpstreamClosed(UpstreamError):
 
 class UpstreamProtocol(UpstreamError):
     """The replica's answer could not be read as HTTP."""
+
+
+class NotAStream(UpstreamProtocol):
+    """A streaming request was answered 200 with a body that is not an event stream."""
 
 
 class UpstreamStatus(UpstreamError):
@@ -170,8 +178,16 @@ class NotFound(ApiError):
 
 
 class MethodNotAllowed(ApiError):
+    """405; `allow` is the route's methods, sent as the Allow header HTTP requires."""
+
     status = 405
     error_type = "invalid_request_error"
+
+    def __init__(
+        self, message: str, *, allow: str = "", param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.allow = allow
 
 
 class PayloadTooLarge(ApiError):
@@ -251,6 +267,13 @@ class Conflict(ApiError):
 
 
 class AuthUnavailable(ApiError):
+    status = 503
+    error_type = "service_unavailable"
+
+
+class UpstreamUnavailable(ApiError):
+    """Every replica that could serve the request failed, rather than being full."""
+
     status = 503
     error_type = "service_unavailable"
 

@@ -38,6 +38,18 @@ models:
   - {name: big, source: org/big, profiles: [{name: p, engine: vllm}]}
 """
 
+INERT = """\
+debug_pprof: true
+router: {trusted_proxies: [10.0.0.0/8]}
+endpoints:
+  - {id: a, url: "http://127.0.0.1:8001", models: [demo]}
+"""
+
+FIREWALL = (
+    "warning: firewall.enabled: the node firewall is not enforced by this version; agents install "
+    "no nftables rules, so fence the ports yourself\n"
+)
+
 BROKEN = "listen: :8080\nrouter:\n  retries: [1\n"
 
 Run = subprocess.CompletedProcess[str]
@@ -72,7 +84,7 @@ def _finish(process: subprocess.Popen[str]) -> Run:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("cli")
     out = {"missing": folder / "absent.yaml"}
-    for name, text in (("cluster", CLUSTER), ("bad", BAD), ("broken", BROKEN)):
+    for name, text in (("cluster", CLUSTER), ("bad", BAD), ("broken", BROKEN), ("inert", INERT)):
         out[name] = folder / f"{name}.yaml"
         out[name].write_text(text, encoding="utf-8")
     return out
@@ -92,6 +104,9 @@ def runs(files: dict[str, Path]) -> dict[str, Run]:
         "typo": (["config", "check", str(files["cluster"])], {"LLMGW_ROUTER__RETRIEZ": "5"}),
         "show": (["config", "show", str(files["cluster"])], {}),
         "defaults": (["config", "show"], {}),
+        "inert": (["config", "check", str(files["inert"])], {}),
+        "strict": (["config", "check", "--strict", str(files["inert"])], {}),
+        "show_inert": (["config", "show", str(files["inert"])], {}),
     }
     started = {name: _start(args, extra) for name, (args, extra) in plan.items()}
     return {name: _finish(process) for name, process in started.items()}
@@ -99,7 +114,33 @@ def runs(files: dict[str, Path]) -> dict[str, Run]:
 
 def test_check_accepts_a_valid_file(runs: dict[str, Run]) -> None:
     run = runs["ok"]
-    assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", "")
+    # A control plane would tell agents to fence their ports, which this version does not.
+    assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", FIREWALL)
+
+
+def test_check_warns_once_per_inert_setting_in_use(runs: dict[str, Run]) -> None:
+    run = runs["inert"]
+    assert (run.returncode, run.stdout) == (0, "ok: 0 models\n")
+    assert run.stderr.splitlines() == [
+        "warning: debug_pprof: profiling is not served by this version; /debug answers nothing",
+        "warning: router.trusted_proxies: X-Forwarded-For is not read by this version; clients are "
+        "seen by their socket address",
+    ]
+
+
+def test_strict_refuses_inert_settings_with_exit_2(runs: dict[str, Run]) -> None:
+    run = runs["strict"]
+    assert (run.returncode, run.stdout) == (2, "")
+    lines = run.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["debug_pprof", "router.trusted_proxies"]
+    assert all(line.endswith("(refused by --strict)") for line in lines)
+
+
+def test_show_warns_on_stderr_and_keeps_stdout_loadable(runs: dict[str, Run]) -> None:
+    run = runs["show_inert"]
+    assert run.returncode == 0
+    assert run.stdout.startswith("listen: :8080\n")
+    assert run.stderr.count("warning: ") == 2
 
 
 def test_check_reports_every_problem_and_exits_2(runs: dict[str, Run], files: dict[str, Path]) -> None:

@@ -14,8 +14,8 @@ import openai
 
 from llmgw.agent.binaries import find_llama_server
 from llmgw.server.embedded import example_model, smollm2_gguf
-from llmgw.server.testing import free_port
-from llmgw.sim.testing import http_status
+from llmgw.testing.server import free_port
+from llmgw.testing.sim import http_status
 
 
 def test_embedded_defaults_serve_the_example_model_and_stop_cleanly() -> None:

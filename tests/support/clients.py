@@ -7,6 +7,6 @@ from collections.abc import Callable
 
 import openai
 
-from llmgw.server.testing import GatewayProcess
+from llmgw.testing.server import GatewayProcess
 
 ClientFactory = Callable[[GatewayProcess], openai.OpenAI]

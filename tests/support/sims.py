@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 # Fast sims: the tests are about the gateway, not about waiting for tokens.
 FAST = ("--decode-ms", "1", "--prefill-ms-per-token", "0.01", "--default-max-tokens", "12")

@@ -32,7 +32,8 @@ from datetime import timedelta
 import aiohttp
 
 from llmgw.agent.node import Node
-from llmgw.agent.protocol import (
+from llmgw.errors import AgentError, AgentProtocolError
+from llmgw.protocol.messages import (
     AGENT_PATH,
     NOT_LEADER,
     PROTOCOL_VERSION,
@@ -41,7 +42,6 @@ from llmgw.agent.protocol import (
     decode_from_control,
     encode,
 )
-from llmgw.errors import AgentError, AgentProtocolError
 
 log = logging.getLogger(__name__)
 

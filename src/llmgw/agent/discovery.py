@@ -25,9 +25,9 @@ from pathlib import Path
 
 import llmgw
 from llmgw.agent.gpu_smi import LIST_ARGV, QUERY_ARGV, gpus_from
-from llmgw.agent.inventory import GPU, Inventory, WeightsEntry
-from llmgw.control.facility import LEVELS, parse_domain
 from llmgw.errors import ConfigError
+from llmgw.hardware.facility import LEVELS, parse_domain
+from llmgw.protocol.inventory import GPU, Inventory, WeightsEntry
 
 # --- running commands -----------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from llmgw.agent.inventory import GPU, MigDevice
 from llmgw.hardware.gpus import KNOWN_CARDS
+from llmgw.protocol.inventory import GPU, MigDevice
 
 QUERY_FIELDS: tuple[str, ...] = (
     "index",

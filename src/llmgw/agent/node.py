@@ -21,8 +21,15 @@ from pathlib import Path
 
 import aiohttp
 
-from llmgw.agent.inventory import Inventory
-from llmgw.agent.protocol import (
+from llmgw.agent.state import StateDir, TermFence
+from llmgw.agent.supervisor import Replica, Supervisor
+from llmgw.agent.weights import Fetcher, plan_weights
+from llmgw.engines.launch import LaunchContext, ports_needed
+from llmgw.engines.launchers import launch_for
+from llmgw.engines.profile import EngineProfile
+from llmgw.errors import LlmgwError, ReplicaError
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import (
     STALE_TERM,
     AgentMessage,
     ControlMessage,
@@ -38,13 +45,6 @@ from llmgw.agent.protocol import (
     StartReplica,
     StopReplica,
 )
-from llmgw.agent.state import StateDir, TermFence
-from llmgw.agent.supervisor import Replica, Supervisor
-from llmgw.agent.weights import Fetcher, plan_weights
-from llmgw.engines.launch import LaunchContext, ports_needed
-from llmgw.engines.launchers import launch_for
-from llmgw.engines.profile import EngineProfile
-from llmgw.errors import LlmgwError, ReplicaError
 
 log = logging.getLogger(__name__)
 

@@ -90,7 +90,7 @@ async def busy_requests(session: aiohttp.ClientSession, metrics_url: str, names:
     metrics cannot be read or name neither."""
     # The router's reader of metrics pages, imported when a drain needs it: importing
     # the router package at the agent's start would load the whole gateway.
-    from llmgw.router.engine_load import read_load  # noqa: PLC0415
+    from llmgw.engines.load import read_load  # noqa: PLC0415
 
     try:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)

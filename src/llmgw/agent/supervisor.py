@@ -39,12 +39,12 @@ import aiohttp
 
 from llmgw.agent import logs
 from llmgw.agent.ports import PortProbe, allocate_ports, port_is_free, reserve_cores
-from llmgw.agent.protocol import LOG_TAIL_LINES, ReplicaState, ReplicaStatus
 from llmgw.agent.readiness import wait_idle, wait_ready
 from llmgw.agent.state import ReplicaRecord, StateDir, is_same_process, read_proc_stat
 from llmgw.engines.launch import Launch
 from llmgw.engines.metrics import NAMES_BY_ENGINE, MetricNames
 from llmgw.errors import ReplicaError
+from llmgw.protocol.messages import LOG_TAIL_LINES, ReplicaState, ReplicaStatus
 
 log = logging.getLogger(__name__)
 

@@ -91,6 +91,10 @@ DRAIN_TIMEOUT_S = 5.0
 GOODBYE_TIMEOUT_S = 2.0
 MAX_NEGATIVE = 100_000
 MAX_HASHES = 100_000
+MAX_CACHED_HEADER_CHARS = 256
+"""Longest `Authorization` header kept as a cache key. A key is at most 128 characters,
+so only padding makes a header longer: such a header is still checked, each time, but
+never stored, so a caller cannot make each cache entry cost kilobytes."""
 _INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
 
 
@@ -142,9 +146,10 @@ class AuthGate:
         self.sync_failures = 0
         self.store_reads = 0
         """Key lookups that went to the store (cache misses)."""
-        self._negative: dict[str, float] = {}
+        self._negative: dict[int, float] = {}
+        """Rejected key (`_negative_key` of its hash) -> until when it stays rejected."""
         self._hashes: dict[str, str] = {}
-        """Authorization header -> key hash, for keys of the right shape."""
+        """Authorization header -> key hash, for headers that carried a valid key."""
         self._inflight: dict[str, asyncio.Future[KeyRow | None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._last_refresh = 0.0
@@ -319,7 +324,7 @@ class AuthGate:
     def key_changed(self, key: KeyRow) -> None:
         """Takes in a key created or revoked through this process's admin API at once."""
         now = self._clock()
-        self._negative.pop(key.hash, None)
+        self._negative.pop(_negative_key(key.hash), None)
         if key.active(now):
             self.directory.apply((), (key,), now)
         else:
@@ -348,15 +353,20 @@ class AuthGate:
             key_hash = self._hash_of(authorization_header)
         principal = self.directory.principal(key_hash, now)
         if principal is not None:
-            if authorization_header is not None and len(self._by_header) < MAX_HASHES:
-                self.directory.remember(authorization_header, principal)
+            # Only a header that carried a valid key is remembered, so headers made up
+            # by callers without one cost no memory.
+            assert authorization_header is not None  # a key came out of it
+            if len(authorization_header) <= MAX_CACHED_HEADER_CHARS:
+                self._remember_hash(authorization_header, key_hash)
+                if len(self._by_header) < MAX_HASHES:
+                    self.directory.remember(authorization_header, principal)
             return principal
         if self.directory.has(key_hash):
             raise Unauthorized(
                 "the API key's owner cannot use it now (a disabled person, or personal use is off)",
                 code="invalid_api_key",
             )
-        rejected_until = self._negative.get(key_hash)
+        rejected_until = self._negative.get(_negative_key(key_hash))
         if rejected_until is not None and rejected_until > now:
             raise Unauthorized(_INVALID, code="invalid_api_key")
         row = await self._lookup(key_hash)
@@ -373,9 +383,7 @@ class AuthGate:
         raise Unauthorized(_INVALID, code="invalid_api_key")
 
     def _hash_of(self, authorization_header: str | None) -> str:
-        """The stored hash of the key in the header, remembered for the next request
-        with the same header (a well-formed key only: hashing is most of what checking
-        a known key costs). The plaintext is in memory on every request anyway."""
+        """The stored hash of the key in the header (a well-formed key only)."""
         token = bearer_token(authorization_header)
         if token is None:
             raise Unauthorized(
@@ -383,12 +391,17 @@ class AuthGate:
             )
         if key_id_of(token) is None:
             raise Unauthorized(_INVALID, code="invalid_api_key")
-        key_hash = hash_key(token)
-        if len(self._hashes) >= MAX_HASHES:
-            self._hashes.clear()
-        assert authorization_header is not None  # a token came out of it
-        self._hashes[authorization_header] = key_hash
-        return key_hash
+        return hash_key(token)
+
+    def _remember_hash(self, authorization_header: str, key_hash: str) -> None:
+        """Keeps the hash of a valid key by its header for the next request with it
+        (hashing is most of what checking a known key costs, and `by_header` is emptied
+        whenever anything changes)."""
+        hashes = self._hashes
+        if authorization_header not in hashes:
+            if len(hashes) >= MAX_HASHES:
+                hashes.clear()
+            hashes[authorization_header] = key_hash
 
     async def _refresh_now(self) -> None:
         try:
@@ -423,7 +436,7 @@ class AuthGate:
             self._negative = {h: t for h, t in self._negative.items() if t > now}
             if len(self._negative) >= MAX_NEGATIVE:
                 self._negative.clear()
-        self._negative[key_hash] = now + self._negative_ttl
+        self._negative[_negative_key(key_hash)] = now + self._negative_ttl
 
     def visible(self, principal: Principal, model_name: str, adapter_owner: str | None) -> bool:
         """Whether the caller may see `model_name` at all: every level that lists its
@@ -675,6 +688,14 @@ class AuthGate:
             refusals_unrecorded=self.refusals.unrecorded,
             unauthenticated=self.refusals.anonymous,
         )
+
+
+def _negative_key(key_hash: str) -> int:
+    """A rejected key's entry in the negative cache: 64 bits of its SHA-256, an int of a
+    few dozen bytes rather than the 64-character hex text. Two keys sharing them by
+    chance (about 1 in 10^14 for a new key against a full cache) would only make the
+    new one wait out `negative_ttl`."""
+    return int(key_hash[:16], 16)
 
 
 _TS = operator.itemgetter(0)

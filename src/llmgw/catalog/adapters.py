@@ -31,7 +31,7 @@ class Adapter(Strict):
     """A GGUF file for llama.cpp; for vLLM a PEFT directory (a mirror version ending in
     '/', a path on the node, or a Hugging Face id)."""
     scale: float = 0
-    """How strongly it is applied; 0 is 1."""
+    """How strongly it is applied; 0 is 1. Not acted on by this version (`llmgw.config.inert`)."""
     owner: str = ""
     """org:ID, team:ID, project:ID, user:ID or key:ID: only callers in it see the adapter,
     which to anyone else does not exist (its weights carry what it was trained on).

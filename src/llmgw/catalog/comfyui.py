@@ -89,7 +89,8 @@ def _inside(directory: str) -> bool:
 
 
 class ComfyUI(Strict):
-    """How a model whose profiles run ComfyUI makes what it makes."""
+    """How a model whose profiles run ComfyUI makes what it makes. Not run by this version
+    (`llmgw.config.inert`)."""
 
     workflow: str = ""
     """A built-in's name (flux-schnell, the default, or flux-dev) or a JSON file."""

@@ -13,7 +13,7 @@ _REGION = re.compile(r"^[A-Z]{2}$")
 
 
 class License(Strict):
-    """The terms of a model's output."""
+    """The terms of a model's output. Not acted on by this version (`llmgw.config.inert`)."""
 
     id: str = ""
     """For machines: an SPDX identifier where there is one (MIT, Apache-2.0,

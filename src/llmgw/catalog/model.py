@@ -83,9 +83,11 @@ class Model(Strict):
     """Tokens a completion may have; 0 is unknown."""
     capabilities: Capabilities = Capabilities()
     query_prefix: str = ""
-    """Put before a query an embedding model embeds for search; documents go without it."""
+    """Put before a query an embedding model embeds for search; documents go without it.
+    Not acted on by this version (`llmgw.config.inert`)."""
     role: str = ""
-    """guard: judges traffic for the guardrails; hidden from clients and always running."""
+    """guard: judges traffic for the guardrails; hidden from clients and always running.
+    Not acted on by this version (`llmgw.config.inert`)."""
     guard: GuardModel | None = None
     origin: Origin | None = None
 

@@ -13,8 +13,8 @@ ROLE_GUARD = "guard"
 
 
 class SLO(Strict):
-    """The latency a model is expected to meet: `ctl bench` measures capacity against
-    it, and admission holds the lower bands back while the recent p99 is past it."""
+    """The latency a model is expected to meet: admission holds the lower bands back
+    while the recent p99 is past it."""
 
     ttft_p99: Duration = timedelta(0)
     """Time to the first token that 99 requests in 100 are within."""
@@ -42,7 +42,8 @@ DEFAULT_CANARY_MAX_TTFT_RATIO = 1.5
 
 class Canary(Strict):
     """A share of a model's requests sent to a candidate (usually the same model at new
-    weights) to compare the two, and when to give up on the candidate."""
+    weights) to compare the two, and when to give up on the candidate.
+    Not acted on by this version (`llmgw.config.inert`)."""
 
     model: str = ""
     """The candidate, a catalog model clients cannot name themselves."""
@@ -65,7 +66,8 @@ class Canary(Strict):
 
 
 class EvalGate(Strict):
-    """A quality suite new weights must pass before they replace a model's."""
+    """A quality suite new weights must pass before they replace a model's.
+    Not acted on by this version (`llmgw.config.inert`)."""
 
     suite: str = ""
     """A suite in control.eval_dir, or one llmgw carries (arithmetic, json-format)."""
@@ -76,7 +78,7 @@ class EvalGate(Strict):
 
 
 class GuardModel(Strict):
-    """How a guard model's answers are read."""
+    """How a guard model's answers are read. Not acted on by this version (`llmgw.config.inert`)."""
 
     format: str = ""
     """qwen3guard, llamaguard3, shieldgemma or json (see llmgw.guard.formats)."""
@@ -93,7 +95,8 @@ class OriginFile(Strict):
 
 
 class PreviousOrigin(Strict):
-    """A model's source before an update, kept so it can be gone back to."""
+    """A model's source before an update, to go back to.
+    Not acted on by this version (`llmgw.config.inert`)."""
 
     source: str = ""
     revision: str = ""

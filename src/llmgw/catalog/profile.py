@@ -66,14 +66,14 @@ class Profile(Strict):
     keep_within: str = ""
     """Keeps a multi-node replica inside one site, room, row, rack or pdu."""
     weight: float = 0
-    """The router's capacity weight, ideally measured by `ctl bench`."""
+    """The router's capacity weight, ideally measured on the deployment's replicas."""
     priority: int = 0
     """Placement tries higher priorities first."""
     startup_timeout: Duration = timedelta(0)
     """How long loading may take: tens of minutes for a 70B model over two nodes."""
     kv_events: bool = False
-    """vLLM publishes its prefix cache and the router routes by it (costs a tokenize
-    round trip per request; pays where long shared prefixes are routed badly)."""
+    """vLLM publishes its prefix cache for the router to route by. This version opens the
+    engine's port only: the router does not subscribe (`llmgw.config.inert`)."""
     gpu: GPUNeed | None = None
     """The card needed, in place of gpu_class: it stands for every class that meets it."""
     comfyui: ProfileComfyUI | None = None

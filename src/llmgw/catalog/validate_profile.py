@@ -12,9 +12,9 @@ from __future__ import annotations
 from llmgw.catalog.model import Model
 from llmgw.catalog.profile import Profile, cpu_capable
 from llmgw.catalog.quoting import q
-from llmgw.control.facility import parse_level
 from llmgw.engines import ENGINES
 from llmgw.engines.safety import unsafe_args, unsafe_env
+from llmgw.hardware.facility import parse_level
 from llmgw.hardware.gpus import is_mig_class, valid_class_name
 
 

@@ -176,7 +176,7 @@ def agent(
     from llmgw.agent.binaries import engine_binaries, parse_engine_bins  # noqa: PLC0415 (see the imports)
     from llmgw.agent.client import agent_urls  # noqa: PLC0415
     from llmgw.agent.node import NodeConfig  # noqa: PLC0415
-    from llmgw.agent.tls import client_context  # noqa: PLC0415
+    from llmgw.protocol.tls import client_context  # noqa: PLC0415
 
     configure_logging(log_level)
     try:

@@ -1,5 +1,8 @@
 """`llmgw config check|show`: load a configuration the way the server would, and say
-what is wrong with it or what it amounts to."""
+what is wrong with it or what it amounts to.
+
+Both also name, on stderr, each setting in use that this build does nothing with
+(`llmgw.config.inert`); with `--strict`, `check` refuses the file for them."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from llmgw.cli.startup import STRICT_HELP, inert_warnings
 from llmgw.config import load_settings, render_effective
 from llmgw.errors import ConfigError
 
@@ -22,10 +26,14 @@ def _fail(error: ConfigError) -> typer.Exit:
 @app.command("check")
 def check(
     file: Path = typer.Argument(..., help="The YAML configuration to check.", show_default=False),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ) -> None:
-    """Load FILE with the environment's LLMGW_ overrides; print `ok: N models`, or each problem."""
+    """Load FILE with the environment's LLMGW_ overrides; print `ok: N models`, or each problem.
+
+    A setting in use that this version does not act on is a warning line on stderr."""
     try:
         settings = load_settings(file)
+        inert_warnings(settings, strict=strict)
     except ConfigError as exc:
         raise _fail(exc) from None
     typer.echo(f"ok: {len(settings.catalog().models())} models")
@@ -42,4 +50,5 @@ def show(
         settings = load_settings(file)
     except ConfigError as exc:
         raise _fail(exc) from None
+    inert_warnings(settings, strict=False)
     typer.echo(render_effective(settings), nl=False)

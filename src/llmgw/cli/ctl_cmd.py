@@ -20,20 +20,43 @@ from typing import Any
 
 import typer
 
-from llmgw.auth.admin_client import AdminError
-from llmgw.cli.tenancy_cmd import call, client, connect, fail, show
+from llmgw.cli.admin_client import AdminError
+from llmgw.cli.connection import AdminTyper, call, client, fail
+from llmgw.cli.tables import JSON, WIDE, Column, show
 
-app = typer.Typer(
+app = AdminTyper(
     help="The control plane: models, nodes, replicas, placement reasons, the leader.",
     no_args_is_help=True,
 )
-app.callback()(connect)
-model_app = typer.Typer(
+model_app = AdminTyper(
     help="Add, edit, remove or scale a model in the runtime catalog.", no_args_is_help=True
 )
 app.add_typer(model_app, name="model")
 
-_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_JSON = JSON
+# Who changed a model and when is for --wide: with it, ten columns do not fit in 80.
+_MODEL_COLUMNS = (
+    "name",
+    "origin",
+    "class",
+    "min",
+    "max",
+    "live",
+    "ready",
+    "replicas",
+    Column("updated", wide_only=True),
+    Column("updated_by", wide_only=True),
+)
+_NODE_COLUMNS = (
+    "id",
+    "status",
+    "hostname",
+    "gpus",
+    "cpu_cores",
+    Column("memory_gb", "memory GB"),
+    Column("disk_free_gb", "disk free GB"),
+    "labels",
+)
 
 
 def _path(name: str) -> str:
@@ -63,36 +86,74 @@ def _counts(mapping: Any) -> str:
 
 
 @app.command("models")
-def models(ctx: typer.Context, as_json: bool = _JSON) -> None:
-    """Lists the catalog in force: each model's origin, min, max and replicas by phase."""
+def models(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
+    """Lists the catalog in force: each model's origin, min, max and replicas by phase
+    (--wide: also when it was last changed, and by whom)."""
     rows = call(ctx, "GET", "control/models")["data"]
     for row in rows:
         row["replicas"] = _counts(row.get("phases"))
         row["updated"] = _when(row.get("updated_at"))
-    columns = ("name", "origin", "class", "min", "max", "live", "ready", "replicas", "updated", "updated_by")
-    show(rows, columns, as_json=as_json, title="models")
+    show(rows, _MODEL_COLUMNS, as_json=as_json, wide=wide, title="models")
 
 
 @app.command("nodes")
-def nodes(ctx: typer.Context, as_json: bool = _JSON) -> None:
+def nodes(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
     """Lists registered nodes with their status and what they have."""
     rows = call(ctx, "GET", "control/nodes")["data"]
     if not as_json:
         for row in rows:
             row["gpus"] = _counts(row.get("gpus"))
-            row["labels"] = ",".join(f"{k}={v}" for k, v in (row.get("labels") or {}).items()) or "-"
-    columns = ("id", "status", "hostname", "gpus", "cpu_cores", "memory_gb", "disk_free_gb", "labels")
-    show(rows, columns, as_json=as_json, title="nodes")
+            row["labels"] = ", ".join(f"{k}={v}" for k, v in (row.get("labels") or {}).items()) or "-"
+    show(rows, _NODE_COLUMNS, as_json=as_json, wide=wide, title="nodes")
 
 
 @app.command("replicas")
-def replicas(ctx: typer.Context, as_json: bool = _JSON) -> None:
-    """Lists replicas: model, profile, phase, since when, and on which nodes."""
-    rows = call(ctx, "GET", "control/replicas")["data"]
+def replicas(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
+    """Lists replicas: model, profile, phase, since when, on which nodes, and how the
+    gateway's routing sees each: its breaker (closed, open, half_open) and last error.
+    A server without a control plane lists the gateway's static endpoints."""
+    rows, no_control = _optional(ctx, "control/replicas")
+    routed, no_router = _optional(ctx, "router/replicas")
+    if no_control is not None and no_router is not None:
+        raise fail(no_router)  # neither is served there: say why rather than list nothing
+    routing = {row["id"]: row for row in routed}
+    for row in rows:
+        state = routing.pop(row["id"], None)
+        row["routing"] = None if state is None else state.get("breaker")
+        row["failures"] = None if state is None else state.get("consecutive_failures")
+        row["last_error"] = None if state is None else state.get("last_error")
+        row["last_error_at"] = None if state is None else state.get("last_error_at")
+    for eid, state in routing.items():  # routed to, but not placed by the control plane
+        rows.append(
+            {
+                "id": eid,
+                "model": ",".join(state.get("models") or []),
+                "phase": "static",
+                "routing": state.get("breaker"),
+                "failures": state.get("consecutive_failures"),
+                "last_error": state.get("last_error"),
+                "last_error_at": state.get("last_error_at"),
+            }
+        )
     if not as_json:
         for row in rows:
             row["since"] = _when(row.get("since"))
-    show(rows, ("id", "model", "profile", "phase", "since", "nodes"), as_json=as_json, title="replicas")
+            if row.get("last_error"):
+                row["last_error"] = f"{row['last_error']} ({_when(row.get('last_error_at'))})"
+    columns = ("id", "model", "profile", "phase", "since", "nodes", "routing", "failures", "last_error")
+    show(rows, columns, as_json=as_json, wide=wide, title="replicas")
+
+
+def _optional(ctx: typer.Context, path: str) -> tuple[list[dict[str, Any]], AdminError | None]:
+    """A listing the server may not have (no control plane; an older server without
+    the router's view): empty with the 404 then; any other refusal ends the command."""
+    try:
+        rows: list[dict[str, Any]] = client(ctx).call("GET", path)["data"]
+    except AdminError as exc:
+        if exc.status == 404:
+            return [], exc
+        raise fail(exc) from None
+    return rows, None
 
 
 @app.command("explain")
@@ -105,7 +166,7 @@ def explain(ctx: typer.Context, model: str = typer.Argument(..., metavar="MODEL"
 
 
 @app.command("leader")
-def leader(ctx: typer.Context, as_json: bool = _JSON) -> None:
+def leader(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
     """Shows which server holds the leader lease, its term, and when the lease lapses."""
     answer = call(ctx, "GET", "control/leader")
     if as_json:
@@ -120,7 +181,7 @@ def leader(ctx: typer.Context, as_json: bool = _JSON) -> None:
         {"field": "this server", "value": answer.get("this_server")},
         {"field": "this server leads", "value": answer.get("this_server_leads")},
     ]
-    show(rows, ("field", "value"), as_json=False, title="leader lease")
+    show(rows, ("field", "value"), as_json=False, wide=wide, title="leader lease")
 
 
 def _definition(path: Path) -> bytes:

@@ -12,13 +12,14 @@ import time
 
 import typer
 
-from llmgw.cli.tenancy_cmd import call, connect, fail, show
+from llmgw.cli.connection import AdminTyper, call, fail
+from llmgw.cli.tables import JSON, WIDE, Column, show
+from llmgw.cli.values import duration
 
-app = typer.Typer(help="Create, list and revoke API keys; bound their lifetime.", no_args_is_help=True)
-app.callback()(connect)
+app = AdminTyper(help="Create, list and revoke API keys; bound their lifetime.", no_args_is_help=True)
 
-_COLUMNS = ("id", "name", "project", "user", "band", "rpm", "tpm", "expires", "state")
-_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_COLUMNS = (Column("id", whole=True), "name", "project", "user", "band", "rpm", "tpm", "expires", "state")
+_JSON = JSON
 
 
 def _when(epoch: float | None) -> str | None:
@@ -39,19 +40,26 @@ def create(
     project: str | None = typer.Option(None, "--project", help="The project the key belongs to."),
     user: str | None = typer.Option(None, "--user", help="The person a personal key belongs to."),
     name: str = typer.Option("", "--name", help="What the key is for."),
-    ttl: str | None = typer.Option(None, "--ttl", help="Lifetime, like 720h; default: the longest allowed."),
+    ttl: str | None = typer.Option(
+        None, "--ttl", help="Lifetime, like 30d or 720h; default: the longest allowed."
+    ),
     band: str | None = typer.Option(None, "--band", help="Admission band of its requests."),
     rpm: int | None = typer.Option(None, "--rpm", help="Its own requests-a-minute limit."),
     tpm: int | None = typer.Option(None, "--tpm", help="Its own tokens-a-minute limit."),
+    wide: bool = WIDE,
     as_json: bool = _JSON,
 ) -> None:
     """Makes a key and prints it: this is the only time it is shown."""
+    try:
+        ttl = None if ttl is None else duration(ttl, "--ttl")
+    except ValueError as exc:
+        raise fail(exc) from None
     body = {"project": project, "user": user, "name": name, "ttl": ttl, "band": band, "rpm": rpm, "tpm": tpm}
     made = call(ctx, "POST", "keys", {k: v for k, v in body.items() if v not in (None, "")})
     if as_json:
         show([made], list(made), as_json=True)
         return
-    show(_rows([made]), _COLUMNS, as_json=False)
+    show(_rows([made]), _COLUMNS, as_json=False, wide=wide)
     typer.echo(f"\n{made['key']}\n")
     typer.echo("Store it now: it is not shown again, and cannot be recovered.", err=True)
 
@@ -62,11 +70,12 @@ def list_(
     project: str | None = typer.Option(None, "--project"),
     user: str | None = typer.Option(None, "--user"),
     include_revoked: bool = typer.Option(False, "--all", help="Include revoked keys."),
+    wide: bool = WIDE,
     as_json: bool = _JSON,
 ) -> None:
     """Lists keys by id (their public prefix), never the keys themselves."""
     keys = call(ctx, "GET", "keys", None, project=project, user=user, all="1" if include_revoked else None)
-    show(_rows(keys["data"]), _COLUMNS, as_json=as_json, title="keys")
+    show(_rows(keys["data"]), _COLUMNS, as_json=as_json, wide=wide, title="keys")
 
 
 @app.command("revoke")
@@ -79,15 +88,18 @@ def revoke(ctx: typer.Context, key_id: str = typer.Argument(..., metavar="ID")) 
 @app.command("ttl")
 def ttl(
     ctx: typer.Context,
-    kind: str = typer.Argument(..., help="org, team or project."),
+    kind: str = typer.Argument(..., metavar="KIND", help="org, team or project."),
     ident: str = typer.Argument(..., metavar="ID"),
-    duration: str = typer.Argument(
-        ..., help="Longest lifetime of new keys under it, like 720h; 'none' clears."
+    longest: str = typer.Argument(
+        ..., metavar="DURATION", help="Longest lifetime of new keys under it, like 30d; 'none' clears."
     ),
 ) -> None:
     """Bounds the lifetime of keys made under an org, team or project."""
     if kind not in ("org", "team", "project"):
         raise fail(ValueError(f"{kind!r}: key lifetimes are bounded per org, team or project"))
-    value = None if duration.lower() == "none" else duration
+    try:
+        value = None if longest.lower() == "none" else duration(longest, "DURATION")
+    except ValueError as exc:
+        raise fail(exc) from None
     call(ctx, "PUT", f"ttl/{kind}/{ident}", {"max_key_ttl": value})
-    typer.echo(f"keys under {kind} {ident} live at most {value or 'as auth.max_key_ttl allows'}")
+    typer.echo(f"keys under {kind} {ident} live at most {longest if value else 'as auth.max_key_ttl allows'}")

@@ -19,17 +19,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(tenancy_cmd.orgs_app, name="orgs")
-app.add_typer(tenancy_cmd.teams_app, name="teams")
-app.add_typer(tenancy_cmd.projects_app, name="projects")
-app.add_typer(tenancy_cmd.users_app, name="users")
-app.add_typer(keys_cmd.app, name="keys")
-app.add_typer(usage_cmd.app, name="usage")
-app.add_typer(ctl_cmd.app, name="ctl")
-app.command("server")(server_cmd.server)
-app.command("sim-engine")(sim_cmd.sim_engine)
-app.command("agent")(agent_cmd.agent)
+# Two panels in --help: what runs on a machine, and what talks to a running server.
+_RUN, _OPERATE = "Run", "Operate a running server (its admin API)"
+app.command("server", rich_help_panel=_RUN)(server_cmd.server)
+app.command("sim-engine", rich_help_panel=_RUN)(sim_cmd.sim_engine)
+app.command("agent", rich_help_panel=_RUN)(agent_cmd.agent)
+app.command("usage", rich_help_panel=_OPERATE)(usage_cmd.usage)
+app.add_typer(config_cmd.app, name="config", rich_help_panel=_RUN)
+app.add_typer(tenancy_cmd.orgs_app, name="orgs", rich_help_panel=_OPERATE)
+app.add_typer(tenancy_cmd.teams_app, name="teams", rich_help_panel=_OPERATE)
+app.add_typer(tenancy_cmd.projects_app, name="projects", rich_help_panel=_OPERATE)
+app.add_typer(tenancy_cmd.users_app, name="users", rich_help_panel=_OPERATE)
+app.add_typer(keys_cmd.app, name="keys", rich_help_panel=_OPERATE)
+app.add_typer(ctl_cmd.app, name="ctl", rich_help_panel=_OPERATE)
 
 
 def _print_version(value: bool) -> None:

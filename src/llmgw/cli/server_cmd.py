@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
+from llmgw.cli.startup import STRICT_HELP, cannot_start, configure_logging, inert_warnings, refuse_config
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
 
@@ -24,8 +24,11 @@ def server(
         show_default=False,
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ) -> None:
-    """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`."""
+    """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`.
+
+    Each setting in use that this version does not act on is a warning line as it starts."""
     import uvloop  # noqa: PLC0415 (see the imports)
 
     from llmgw.server.embedded import describe, embedded_settings  # noqa: PLC0415
@@ -36,9 +39,12 @@ def server(
         if config is None:
             with embedded_settings(dict(os.environ)) as settings:
                 typer.echo(describe(settings), err=True)
+                inert_warnings(settings, strict=strict)
                 uvloop.run(serve(settings))
         else:
-            uvloop.run(serve(load_settings(config), config_dir=config.parent))
+            settings = load_settings(config)
+            inert_warnings(settings, strict=strict)
+            uvloop.run(serve(settings, config_dir=config.parent))
     except ConfigError as exc:
         raise refuse_config(exc) from None
     except StoreError as exc:

@@ -8,7 +8,11 @@ import logging
 
 import typer
 
+from llmgw.config import Settings
+from llmgw.config.inert import inert_in_use
 from llmgw.errors import ConfigError
+
+STRICT_HELP = "Refuse the configuration (exit status 2) if it uses a setting this version does not act on."
 
 
 def refuse_config(exc: ConfigError) -> typer.Exit:
@@ -16,6 +20,16 @@ def refuse_config(exc: ConfigError) -> typer.Exit:
     for problem in exc.problems:
         typer.echo(problem, err=True)
     return typer.Exit(code=2)
+
+
+def inert_warnings(settings: Settings, *, strict: bool) -> None:
+    """Prints one `warning:` line on stderr per setting in use that this version does
+    nothing with; with `strict`, raises them as a ConfigError instead."""
+    found = inert_in_use(settings)
+    if strict and found:
+        raise ConfigError([f"{f} (refused by --strict)" for f in found])
+    for f in found:
+        typer.echo(f"warning: {f}", err=True)
 
 
 def cannot_start(command: str, exc: OSError) -> typer.Exit:

@@ -1,23 +1,19 @@
 """`llmgw orgs|teams|projects|users …`: the tenancy tree, through the admin API.
 
-Each command is one call to `/api` on a running server (`--admin`, default
-http://127.0.0.1:9090) with the admin token; answers print as tables (or JSON with
-`--json`). The connection options are shared with `llmgw keys` and `llmgw usage`.
+Each command is one call to `/api` on a running server with the admin token (the
+connection options of cli.connection); answers print as tables fitted to the terminal
+(`--wide`: every value in full; `--json`: JSON).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
-import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from llmgw.auth.admin_client import DEFAULT_ADMIN_URL, AdminClient, AdminError, find_token
-from llmgw.errors import ConfigError
+from llmgw.cli.connection import AdminTyper, call, fail
+from llmgw.cli.tables import JSON, WIDE, show
+from llmgw.cli.values import duration
 
 _SCOPE_COLUMNS = (
     "id",
@@ -32,67 +28,15 @@ _SCOPE_COLUMNS = (
 )
 
 
-def connect(
-    ctx: typer.Context,
-    admin: str = typer.Option(DEFAULT_ADMIN_URL, "--admin", help="The server's admin listener."),
-    token: str | None = typer.Option(None, "--token", help="The admin token (else LLMGW_ADMIN_TOKEN)."),
-    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the admin token."),
-    config: Path | None = typer.Option(
-        None, "--config", help="The server's configuration, to find its token."
-    ),
-) -> None:
-    """Talks to a running server's admin API."""
-    ctx.obj = (admin, token, token_file, config)
-
-
-def client(ctx: typer.Context) -> AdminClient:
-    admin, token, token_file, config = ctx.obj or (DEFAULT_ADMIN_URL, None, None, None)
-    try:
-        return AdminClient(admin, find_token(token, token_file, config))
-    except (AdminError, ConfigError) as exc:
-        raise fail(exc) from None
-
-
-def fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=2)
-
-
-def call(
-    ctx: typer.Context, method: str, path: str, body: dict[str, Any] | None = None, **query: str | None
-) -> Any:
-    """One admin API call; a refusal ends the command with its message."""
-    try:
-        return client(ctx).call(method, path, body, **query)
-    except AdminError as exc:
-        raise fail(exc) from None
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value) or "(none)"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def show(rows: Iterable[dict[str, Any]], columns: Sequence[str], *, as_json: bool, title: str = "") -> None:
-    rows = list(rows)
-    if as_json:
-        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
-        return
-    table = Table(title=title or None)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(_cell(row.get(column)) for column in columns))
-    Console().print(table)
-
-
 def _models(text: str | None) -> list[str] | None:
     return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
+
+
+def _ttl(text: str | None) -> str | None:
+    try:
+        return None if text is None else duration(text, "--max-key-ttl")
+    except ValueError as exc:
+        raise fail(exc) from None
 
 
 def _fields(
@@ -112,20 +56,20 @@ def _fields(
         "budget_period": period,
         "allowed_models": _models(models),
         "band": band,
-        "max_key_ttl": max_key_ttl,
+        "max_key_ttl": _ttl(max_key_ttl),
         "gpu_quota": gpu_quota,
     }
     return {name: value for name, value in given.items() if value is not None}
 
 
-_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_JSON = JSON
 _RPM = typer.Option(None, "--rpm", help="Requests a minute (0: explicitly unlimited).")
 _TPM = typer.Option(None, "--tpm", help="Tokens a minute (0: explicitly unlimited).")
 _BUDGET = typer.Option(None, "--budget", help="Units a period (0: explicitly none).")
 _PERIOD = typer.Option(None, "--period", help="Budget period: day or month.")
 _MODELS = typer.Option(None, "--models", help="Allowed models, comma-separated (empty: none).")
 _BAND = typer.Option(None, "--band", help="Admission band of its keys.")
-_TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 720h.")
+_TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 30d or 720h.")
 _GPU_QUOTA_HELP = "Devices (cards or MIG instances) the models it owns may hold together."
 _CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
 
@@ -138,8 +82,7 @@ def _no_quota_for_people(kind: str, gpu_quota: int | None) -> None:
 def scope_app(kind: str, parent: str | None) -> typer.Typer:
     """The commands of one tenancy level."""
     plural = f"{kind}s"
-    app = typer.Typer(help=f"Create, list, change and delete {plural}.", no_args_is_help=True)
-    app.callback()(connect)
+    app = AdminTyper(help=f"Create, list, change and delete {plural}.", no_args_is_help=True)
     columns = ("id", *((parent,) if parent else ()), *_SCOPE_COLUMNS[1:])
     if kind == "user":
         columns = (
@@ -204,19 +147,24 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         parent_id: str | None = typer.Option(
             None, f"--{parent or 'parent'}", help=f"Only those in this {parent}.", hidden=parent is None
         ),
+        wide: bool = WIDE,
         as_json: bool = _JSON,
     ) -> None:
         """Lists them with their own settings (a dash: inherited)."""
         no_parent(parent_id)
         query = {parent: parent_id} if parent else {}
-        show(call(ctx, "GET", plural, None, **query)["data"], columns, as_json=as_json, title=plural)
+        rows = call(ctx, "GET", plural, None, **query)["data"]
+        show(rows, columns, as_json=as_json, wide=wide, title=plural)
 
     @app.command("show")
     def show_one(
-        ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID"), as_json: bool = _JSON
+        ctx: typer.Context,
+        ident: str = typer.Argument(..., metavar="ID"),
+        wide: bool = WIDE,
+        as_json: bool = _JSON,
     ) -> None:
         """Shows one."""
-        show([call(ctx, "GET", f"{plural}/{ident}")], columns, as_json=as_json)
+        show([call(ctx, "GET", f"{plural}/{ident}")], columns, as_json=as_json, wide=wide)
 
     @app.command("set")
     def set_(

@@ -3,31 +3,26 @@ from the five-minute sums the server keeps, as a table."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from llmgw.auth.admin_client import DEFAULT_ADMIN_URL
-from llmgw.cli.tenancy_cmd import call, connect, show
+from llmgw.cli.connection import call, fail, with_connection
+from llmgw.cli.tables import JSON, WIDE, show
+from llmgw.cli.values import duration
 
-app = typer.Typer(help="Requests, tokens and cost, grouped.", invoke_without_command=True)
 
-
-@app.callback()
+@with_connection
 def usage(
     ctx: typer.Context,
     by: str = typer.Option("project", "--by", help="project, team, org, user, key or model."),
-    since: str = typer.Option("24h", "--since", help="How far back, like 24h or 30m."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    admin: str = typer.Option(DEFAULT_ADMIN_URL, "--admin", help="The server's admin listener."),
-    token: str | None = typer.Option(None, "--token", help="The admin token (else LLMGW_ADMIN_TOKEN)."),
-    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the admin token."),
-    config: Path | None = typer.Option(
-        None, "--config", help="The server's configuration, to find its token."
-    ),
+    since: str = typer.Option("24h", "--since", help="How far back, like 30m, 24h or 7d."),
+    wide: bool = WIDE,
+    as_json: bool = JSON,
 ) -> None:
-    """Prints usage since SINCE grouped BY one level."""
-    connect(ctx, admin, token, token_file, config)
-    answer = call(ctx, "GET", "usage", None, by=by, since=since)
+    """Requests, tokens and cost since SINCE, grouped BY one level."""
+    try:
+        window = duration(since, "--since")
+    except ValueError as exc:
+        raise fail(exc) from None
+    answer = call(ctx, "GET", "usage", None, by=by, since=window)
     columns = (by, "requests", "errors", "prompt_tokens", "completion_tokens", "cost")
-    show(answer["data"], columns, as_json=as_json, title=f"usage by {by}, last {since}")
+    show(answer["data"], columns, as_json=as_json, wide=wide, title=f"usage by {by}, last {since}")

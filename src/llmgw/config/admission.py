@@ -65,7 +65,9 @@ class Admission(Strict):
     """The header a client names its band in. Believed as sent until keys carry a band,
     so the port must not reach callers who should not promote themselves."""
     queue_ttl: PositiveDuration = timedelta(seconds=30)
-    """The longest a request waits to be admitted before it is refused with 503."""
+    """The longest a request waits to be admitted before it is refused with 503. One
+    that its band's queue, at its recent drain rate, would not reach within it is
+    refused on arrival instead (503 queue_full, with Retry-After)."""
     queue_capacity_per_band: NonNegativeInt = 2000
     """Requests each band may have waiting."""
     queue_capacity_total: NonNegativeInt = 0

@@ -101,7 +101,8 @@ class Auth(Strict):
     """Demands an API key on the client port."""
     store: str = ""
     """Path of the SQLite database for keys, tenancy and usage, or a postgresql:// URL
-    for a server several gateways share; needed once enabled."""
+    for a server several gateways share; needed once enabled. Empty with auth off: a
+    control plane keeps its runtime catalog in `llmgw.db` beside the admin token."""
     cache_ttl: NonNegativeDuration = timedelta(0)
     """How long a key that checked out is cached before the store is consulted again.
     It bounds how long a revoked key still works; shorter means more store reads."""
@@ -135,7 +136,7 @@ class Auth(Strict):
     counted) instead of slowing requests: missing some accounting beats letting a slow
     database stall traffic."""
     usage_retention: NonNegativeDuration = timedelta(0)
-    """Retention of per-request records (the detail `llmgw ctl request` shows); 0 keeps
+    """Retention of per-request records (`GET /api/usage/records` lists them); 0 keeps
     them indefinitely. Dashboards, totals and budgets use five-minute aggregates that
     are kept regardless, so pruning only trims the largest table (whole batches of
     records, once the newest of a batch is past it). Minimum 24h."""

@@ -1,4 +1,5 @@
-"""What `llmgw server backup` writes, who can read it, and where copies go.
+"""What a backup would write, who could read it, and where copies would go. This
+version has no backup command (`llmgw.config.inert`): the settings are only checked.
 
 Archives contain the cluster CA's private key and all stored secrets. Encrypting them
 for `backup_recipients` (keys in the forms `age` accepts) makes off-machine copies

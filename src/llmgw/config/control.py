@@ -14,8 +14,8 @@ from pydantic import field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.values import NonNegativeDuration, NonNegativeFloat, PositiveDuration
-from llmgw.control.facility import Domain, parse_domain
 from llmgw.core.strict import Strict
+from llmgw.hardware.facility import Domain, parse_domain
 
 DEFAULT_LEASE_TTL = timedelta(seconds=15)
 DEFAULT_MEASURED_FRESH = timedelta(minutes=2)
@@ -49,8 +49,8 @@ class Control(Strict):
     """IANA time zone for interpreting scaling schedules (e.g. Europe/Istanbul). Empty
     uses the host's local zone."""
     eval_dir: str = "/etc/llmgw/eval"
-    """Directory of named evaluation suites used by `llmgw ctl eval` and model eval
-    gates. A file here shadows a built-in suite (arithmetic, json-format) of that name."""
+    """Directory of named evaluation suites for model eval gates. This version runs no
+    evaluation (`llmgw.config.inert`)."""
     enabled: bool = False
     """Forces the control plane on, for deployments whose whole catalog lives in the
     store and whose file therefore lists static endpoints but no placeable model."""
@@ -209,8 +209,8 @@ class Facility(Strict):
 
 
 class Federation(Strict):
-    """How this cluster presents itself to federated peers. The peer list itself is
-    managed at runtime with `llmgw ctl federation` and stored in the database."""
+    """How this cluster would present itself to federated peers. This version has no
+    federation (`llmgw.config.inert`): the settings are only checked."""
 
     name: str = ""
     """Name reported to peers in the federated_from tag; empty uses the host name."""

@@ -36,7 +36,8 @@ class Endpoint(Strict):
     engine: str = ""
     """Engine type, which tells the scraper how its metrics are named; empty assumes vLLM."""
     pool: str = ""
-    """Groups replicas for routing and the console; empty is the default pool."""
+    """A name grouping replicas, meant for routing and the console; this version does not
+    act on it (`llmgw.config.inert`). Empty is the default pool."""
     weight: NonNegativeFloat = 0
     """Capacity relative to the others; 0 counts as 1."""
     priority: int = 0

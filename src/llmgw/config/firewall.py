@@ -15,7 +15,11 @@ from llmgw.core.strict import Strict
 
 
 class Firewall(Strict):
-    """Whether llmgw manages a firewall on its machines."""
+    """Whether llmgw manages a firewall on its machines.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     enabled: bool = True
     """Off removes llmgw's table everywhere, and new machines are added without one."""

@@ -1,9 +1,8 @@
 """Guardrails: named policies saying which checks run on prompts and answers, and the
 reaction to a hit.
 
-`guard.default` names the policy applied to all traffic; other policies take effect
-where they are attached in the tenancy tree (`llmgw ctl guard attach`). With no
-policies, nothing is inspected.
+`guard.default` names the policy meant for all traffic. This version enforces none of
+it (`llmgw.config.inert`): the policies are checked and nothing is inspected.
 """
 
 from __future__ import annotations
@@ -103,7 +102,7 @@ class GuardPolicy(Strict):
     """A named set of checks."""
 
     name: str
-    """How `default` and `llmgw ctl guard attach` refer to it."""
+    """How `default` refers to it."""
     description: str = ""
     """What the policy is for, shown in the console."""
     checks: tuple[GuardCheck, ...]
@@ -125,7 +124,11 @@ class GuardPolicy(Strict):
 
 
 class Guard(Strict):
-    """The policy library and the one applied everywhere."""
+    """The policy library and the one applied everywhere.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     policies: tuple[GuardPolicy, ...] = ()
     """The library; policies are named for `default` and for attaching."""

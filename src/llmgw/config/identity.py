@@ -48,6 +48,9 @@ class OIDC(Strict):
 
     On when `issuer` is set. The client is a confidential one using the authorization
     code flow; the provider must list `redirect_url` as an allowed callback.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
     """
 
     issuer: OptionalHttpURL = ""
@@ -115,7 +118,11 @@ def _loopback_url(url: str) -> bool:
 
 class SCIM(Strict):
     """Provisioning by the identity provider through SCIM 2.0 at /scim/v2: accounts made,
-    changed and disabled as the provider's directory changes, rather than by hand."""
+    changed and disabled as the provider's directory changes, rather than by hand.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     enabled: bool = False
     """Serves the SCIM endpoints to the provider."""

@@ -26,7 +26,11 @@ DEFAULT_CACHE_MAX_ENTRY_BYTES = 1 * MIB
 class Batch(Strict):
     """Limits of the OpenAI-style Files and Batch endpoints, where an uploaded JSONL file
     of requests runs in the background at the lowest priority and produces a results
-    file. Requires the auth store."""
+    file. Requires the auth store.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     max_file_bytes: NonNegativeInt = 0
     """Largest uploaded file; 0 is 100 MiB."""
@@ -57,8 +61,8 @@ class Batch(Strict):
 
 
 class Cache(Strict):
-    """Memory budget of the response cache. The cache is per gateway process and lost
-    on restart; projects opt in and pick their own lifetimes (`llmgw keys cache`)."""
+    """Memory budget of a response cache, per gateway process and lost on restart. This
+    version caches nothing (`llmgw.config.inert`)."""
 
     max_bytes: NonNegativeInt = 0
     """Total size across all projects; 0 is 128 MiB. Least recently used entries are

@@ -26,7 +26,11 @@ MIRROR_FILES_PORT = 8081
 
 class Mirror(Strict):
     """A model mirror managed through its API. Empty `api` means none, and the admin
-    mirror pages stay off."""
+    mirror pages stay off.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     api: OptionalHttpURL = ""
     """Base URL of the mirror's admin API (by convention port 8082), e.g.
@@ -71,22 +75,19 @@ class Mirror(Strict):
 class Offline(Strict):
     """An air-gapped cluster.
 
-    Releases, engine builds and weights arrive on a bundle prepared on a connected
-    machine (`llmgw bundle create`) and loaded into the mirror (`llmgw bundle import`).
-    Verification is unchanged: release signatures are checked against the project key,
-    engine files against the checksum list held by this control plane.
+    Agents fetch weights from the mirror instead of the Internet. Putting files on the
+    mirror is up to the operator: this version has no command that prepares or loads
+    bundles, and installs neither engines nor releases.
     """
 
     mirror: str = ""
     """Download URL of the mirror as seen from the nodes (port 8081 by convention, not
     the admin port), e.g. http://10.0.0.5:8081. Setting it switches the cluster to
-    offline mode: engines and releases are pulled from here only, and upstream
-    registries are never polled. vLLM and SGLang ship through PyPI, which bundles do not
-    include, so offline nodes need them installed manually."""
+    offline mode: agents fetch weights from here. Engines are installed on the nodes by
+    hand in this version."""
     checksums: str = ""
-    """Checksum list that engine downloads are verified against; maintained by the
-    bundle import and trust commands and reloaded on change. Empty:
-    /etc/llmgw/offline.sha256."""
+    """Checksum list for engine downloads. This version downloads no engines, so nothing
+    reads it (`llmgw.config.inert`). Empty: /etc/llmgw/offline.sha256."""
 
     @property
     def enabled(self) -> bool:

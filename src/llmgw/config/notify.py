@@ -78,7 +78,11 @@ class Webhook(Strict):
 
 
 class Notify(Strict):
-    """Where events are sent. Empty sends nothing."""
+    """Where events are sent. Empty sends nothing.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     webhooks: tuple[Webhook, ...] = ()
     """Receivers; each event goes to every webhook that wants it."""

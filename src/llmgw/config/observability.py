@@ -24,7 +24,11 @@ OTEL_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 class Monitoring(Strict):
-    """Prometheus server the dashboard queries for its history charts."""
+    """Prometheus server the dashboard queries for its history charts.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     prometheus: OptionalHttpURL = ""
     """Base URL, e.g. http://prometheus.internal:9090. Empty hides the charts."""
@@ -46,7 +50,11 @@ class Monitoring(Strict):
 class Tracing(Strict):
     """Export of OpenTelemetry traces over OTLP, covering requests and, on a control
     plane, placement decisions, replica starts and model jobs. Disabled until an
-    endpoint is configured here or through OTEL_EXPORTER_OTLP_ENDPOINT."""
+    endpoint is configured here or through OTEL_EXPORTER_OTLP_ENDPOINT.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     endpoint: str = ""
     """The collector: host:port or http(s)://host:port for grpc (4317), an http(s)://

@@ -14,7 +14,11 @@ PORTAL_LANGUAGES: tuple[str, ...] = ("en", "tr")
 
 class Landing(Strict):
     """The public welcome page at "/". Its main job is pointing newcomers to whoever hands
-    out keys; documentation without that pointer leaves them stuck at step one."""
+    out keys; documentation without that pointer leaves them stuck at step one.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     contact: str = ""
     """How to request access: an e-mail address, a link or a chat channel. Shown as a
@@ -43,7 +47,11 @@ class Threads(Strict):
     """Saved conversations and agent notes when auth is off. There is no ownership:
     whoever can reach the client port and guesses or learns an id can read them. That
     suits a personal machine, not a shared network, so it needs opting in. With auth
-    on, conversations are kept per project in the auth store and this block is unused."""
+    on, conversations are kept per project in the auth store and this block is unused.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     store: str = ""
     """SQLite database path; empty stores nothing."""

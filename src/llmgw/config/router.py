@@ -1,14 +1,16 @@
 """How the gateway picks a replica for each request, and how long it waits on one.
 
-Scoring thresholds here are starting points: `llmgw ctl bench` measures what a
-deployment's replicas sustain, and those figures should replace these.
+Scoring thresholds here are starting points: measure what a deployment's replicas
+sustain, and replace these with those figures.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from llmgw.config.admission import Admission
 from llmgw.config.checks import Problem, refuse
@@ -95,7 +97,11 @@ class Prefix(Strict):
 class KVIndex(Strict):
     """Tuning of exact KV-cache routing, fed by block events vLLM replicas publish. The
     catalog decides which models take part (a vLLM profile with `kv_events`); these
-    knobs only shape the lookup."""
+    knobs only shape the lookup.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     tokenize_timeout: NonNegativeDuration = timedelta(0)
     """Time allowed for the pre-routing tokenize call to a replica of the model; when it
@@ -137,23 +143,35 @@ class KVIndex(Strict):
 
 class Timeouts(Strict):
     """Bounds on each phase of one upstream request. 0 leaves a phase bounded only by
-    `total` (and `total: 0s` by nothing)."""
+    `total` (and `total: 0s` by nothing). `body` and `body_min_rate` bound the client
+    instead, while it sends its request body."""
 
     dial: NonNegativeDuration = timedelta(seconds=5)
     """Connecting to the replica."""
     response_header: NonNegativeDuration = timedelta(seconds=60)
     """Deadline for response headers of streamed requests. Engines send them before
-    generating, so this only detects a dead replica."""
+    generating, so this only detects a dead replica. With generation 0 it is also how
+    often a non-streamed answer's replica is checked for life (see generation)."""
     generation: NonNegativeDuration = timedelta(0)
     """Deadline for a non-streamed answer, which arrives (headers included) only when
     finished. Separate from response_header so that a short liveness deadline cannot
-    truncate long answers from slow models. 0: only `total` applies."""
+    truncate long answers from slow models. 0: only `total` applies, while the replica
+    lives: every response_header without an answer, a replica whose metrics were not read
+    within stale_after fails the try with the response_header timeout, and the request
+    is retried on another replica."""
     first_token: NonNegativeDuration = timedelta(seconds=120)
     """From sending the request to the first streamed token."""
     idle: NonNegativeDuration = timedelta(seconds=60)
     """Longest silence between two chunks of a stream."""
     total: NonNegativeDuration = timedelta(minutes=30)
     """The whole request, start to last byte."""
+    body: NonNegativeDuration = timedelta(seconds=30)
+    """Time a client has to send its request body, from the end of its headers; a late
+    body is answered 408 and its connection closed. 0: no bound."""
+    body_min_rate: NonNegativeInt = 16 * 1024
+    """Bytes a second of request body that each extend `body` by one second, so a client
+    sending at least this fast is never cut off and a large body gets longer. 0: the
+    whole body within `body`."""
 
 
 class Scoring(Strict):
@@ -168,6 +186,37 @@ class Scoring(Strict):
     session_load_factor: PositiveFloat = 1.25
     """How much busier than the least busy replica a session's replica may be before the
     session moves."""
+
+
+_ORIGIN = re.compile(r"^https?://[^/\s?#]+$")
+
+
+def _origin(text: str) -> str:
+    if text != "*" and not _ORIGIN.match(text):
+        raise ValueError(
+            f"{text!r} is not an origin: write scheme://host[:port] with no path, like "
+            "https://chat.example.com, or * for any"
+        )
+    return text.lower()
+
+
+Origin = Annotated[str, AfterValidator(_origin)]
+
+
+class Cors(Strict):
+    """Cross-origin requests from browsers (a chat UI on another origin calling the API
+    with fetch). Off while `origins` is empty: a browser then refuses to let a page on
+    another origin read the gateway's answers, which is the safe default."""
+
+    origins: tuple[Origin, ...] = ()
+    """Origins allowed, each scheme://host[:port] as browsers send it in `Origin`, or *
+    for any. Empty: CORS off."""
+    allow_headers: tuple[HeaderName, ...] = ()
+    """Request headers a page may send. Empty allows whatever its preflight asks for
+    (the openai SDK sends several of its own besides Authorization); list them to allow
+    only those."""
+    max_age: NonNegativeDuration = timedelta(minutes=10)
+    """How long a browser may reuse a preflight's answer."""
 
 
 class Router(Strict):
@@ -210,12 +259,17 @@ class Router(Strict):
     "other". Usage records store all tags regardless."""
     max_body_bytes: PositiveInt = 32 * MIB
     """Largest request body read; larger is refused with 413."""
+    max_body_memory_bytes: PositiveInt = 256 * MIB
+    """Request body bytes all client connections together may hold while they arrive,
+    before the gateway has taken them; a body that does not fit is refused with 503 and
+    Retry-After. At least max_body_bytes."""
     batch: Batch = Field(default_factory=Batch)
     cache: Cache = Field(default_factory=Cache)
     trusted_proxies: tuple[NetworkText, ...] = ()
     """Addresses or CIDR prefixes of proxies allowed to set X-Forwarded-For/-Proto/-Host;
     those headers from anyone else are ignored."""
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    cors: Cors = Field(default_factory=Cors)
     scoring: Scoring = Field(default_factory=Scoring)
     admission: Admission = Field(default_factory=Admission)
 
@@ -226,6 +280,21 @@ class Router(Strict):
     @property
     def effective_tenant_label(self) -> str:
         return self.tenant_label or "none"
+
+    @model_validator(mode="after")
+    def _body_fits_budget(self) -> Router:
+        if self.max_body_memory_bytes < self.max_body_bytes:
+            refuse(
+                "Router",
+                [
+                    Problem(
+                        ("max_body_memory_bytes",),
+                        f"{self.max_body_memory_bytes} is below max_body_bytes {self.max_body_bytes}, "
+                        "so a body of the largest size could never be taken: raise it",
+                    )
+                ],
+            )
+        return self
 
     @field_validator("tenant_label")
     @classmethod

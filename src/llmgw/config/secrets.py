@@ -125,7 +125,11 @@ class Vault(Strict):
 
 
 class Secrets(Strict):
-    """Vault access, and the key protecting secrets that llmgw stores in its database."""
+    """Vault access, and the key protecting secrets that llmgw stores in its database.
+
+    Not acted on by this version (`llmgw.config.inert` says what does not happen):
+    the settings are checked, and the server warns when a file uses them.
+    """
 
     vault: Vault = Field(default_factory=Vault)
     master_key: SecretReference = ""

@@ -3,7 +3,8 @@ variables, validated as a whole, frozen once built.
 
 Every default is declared once, on its field. Fields whose subsystem does not exist yet
 are still read and checked, so a file written today loads unchanged the day the
-feature lands. Rules about one section live on that section's model; rules across
+feature lands; `llmgw.config.inert` lists them, and the server warns about each one a
+file uses. Rules about one section live on that section's model; rules across
 sections live in `llmgw.config.rules`.
 """
 
@@ -43,6 +44,8 @@ from llmgw.config.values import IPNetwork, ListenAddress, NetworkText, NonNegati
 from llmgw.errors import CatalogError
 
 ENV_PREFIX = "LLMGW_"
+DEFAULT_STORE_FILE = "llmgw.db"
+"""The store's file name where `auth.store` is empty and a control plane needs one."""
 _INDEXED = re.compile(r"^models\[(\d+)\]: (.*)$", re.DOTALL)
 ENV_NESTED_DELIMITER = "__"
 
@@ -110,9 +113,8 @@ class Settings(BaseSettings):
     engine_overrides: tuple[EngineOverride, ...] = ()
     """Different engines for some nodes, applied in order over `engines`."""
     backup_dir: str = ""
-    """Output directory of `llmgw server backup`; the age of its latest archive feeds
-    the llmgw_backup_last_success_timestamp_seconds metric. Empty:
-    /var/backups/llmgw-server."""
+    """Output directory for backup archives. This version has no backup command, so
+    nothing writes here (`llmgw.config.inert`). Empty: /var/backups/llmgw-server."""
     guard: Guard = Field(default_factory=Guard)
     secrets: Secrets = Field(default_factory=Secrets)
     notify: Notify = Field(default_factory=Notify)
@@ -131,14 +133,16 @@ class Settings(BaseSettings):
     """Private key used for ssh:// destinations. Host keys are pinned in
     /etc/llmgw/backup_known_hosts on first contact (trust on first use)."""
     releases: str = ""
-    """Base URL `llmgw ctl upgrade` downloads binaries from, for this host and, via
-    their agents, all nodes. Empty: upstream releases, or the mirror when offline."""
+    """Base URL of llmgw's release binaries. This version has no upgrade command, so
+    nothing downloads from it (`llmgw.config.inert`). Empty: upstream releases, or the
+    mirror when offline."""
     router: Router = Field(default_factory=Router)
     control: Control = Field(default_factory=Control)
     # Endpoints are declared before models so the catalog check below can see which
     # models static replicas serve.
     endpoints: Endpoints = ()
-    """Static replicas, read only in router-only mode (see `control_plane_mode`)."""
+    """Static replicas the router sends requests to, beside whatever a control plane
+    places (see `control_plane_mode`)."""
     models: tuple[Model, ...] = ()
     """Models defined in this file. Runtime additions live in the store instead."""
     facility: Facility = Field(default_factory=Facility)
@@ -212,6 +216,15 @@ class Settings(BaseSettings):
     @property
     def effective_backup_dir(self) -> str:
         return self.backup_dir or DEFAULT_BACKUP_DIR
+
+    def effective_store(self, config_dir: Path | None, state_directory: str | None) -> str:
+        """The store a server opens: `auth.store` as set, else the SQLite file `llmgw.db`
+        beside the admin token (see `effective_admin_token_file`). With auth off it holds
+        what the control plane keeps: the runtime catalog, the lease and the cluster's
+        secret, which engine keys derive from; hence beside the other secret."""
+        if self.auth.store:
+            return self.auth.store
+        return str(self.effective_admin_token_file(config_dir, state_directory).parent / DEFAULT_STORE_FILE)
 
     def effective_admin_token_file(self, config_dir: Path | None, state_directory: str | None) -> Path:
         """The admin token's file: as set, else in the service's state directory (systemd's

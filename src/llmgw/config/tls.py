@@ -2,8 +2,7 @@
 certificate) and `mirror.tls` (this control plane as a client of the model mirror).
 
 Only the shape is checked here. Whether the files exist is not: `llmgw config check`
-may run on a laptop, and `llmgw server init` writes these files after the
-configuration that names them.
+may run on a laptop, before the files the configuration names are put in place.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """Durations written the way the settings have always been written: `30s`, `10m`,
 `1h30m`, `250ms`.
 
+Days (`7d`) are read only where a caller asks for them: the command line's `--since`
+and `--ttl`, which docs/auth.md writes in days. The settings keep the seed's Go
+grammar, which has no day (a day is not always 24 hours, so Go leaves it out); the
+command line turns `7d` into `168h` before it sends it.
+
 A bare number is refused rather than guessed at: the seed's loader read `30` as thirty
 nanoseconds, and a timeout of thirty nanoseconds is an outage that looks like a config
 that loaded fine.
@@ -23,15 +28,20 @@ _UNIT_SECONDS: dict[str, float] = {
     "s": 1.0,
     "m": 60.0,
     "h": 3600.0,
+    "d": 86400.0,
 }
 MAX_DURATION_S = 100 * 365.25 * 86_400
 """The longest duration anything takes: a hundred years. Longer ones are typing slips,
 and past timedelta's range they were crashes (an OverflowError where a sentence was due)."""
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d)")
+_FORM = "write it like 30s, 10m, 1h30m or 250ms"
+_FORM_WITH_DAYS = "write it like 30m, 24h, 7d or 1d12h"
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parses `1h30m`, `250ms`, `-5s` or `0`; raises ValueError naming the expected form."""
+def parse_duration(text: str, *, days: bool = False) -> timedelta:
+    """Parses `1h30m`, `250ms`, `-5s` or `0` (and `7d`, `1d12h` with `days`); raises
+    ValueError naming the expected form."""
+    form = _FORM_WITH_DAYS if days else _FORM
     s = text.strip()
     sign = 1.0
     if s[:1] in "+-" and s:
@@ -44,11 +54,13 @@ def parse_duration(text: str) -> timedelta:
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
-            raise ValueError(f"{text!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+            raise ValueError(f"{text!r} is not a duration: {form}")
+        if m.group(2) == "d" and not days:
+            raise ValueError(f"{text!r}: days are not taken here; write them as hours, like 168h for 7d")
         total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
         pos = m.end()
     if pos == 0:
-        raise ValueError(f"{text!r} is not a duration: write it like 30s, 10m, 1h30m or 250ms")
+        raise ValueError(f"{text!r} is not a duration: {form}")
     if not total <= MAX_DURATION_S:  # also catches inf, from a number of 400 digits
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise ValueError(f"{shown!r} is longer than a hundred years: give a shorter duration, like 8760h")

@@ -4,7 +4,7 @@ Each engine names its queue, its running batch and its KV-cache use differently,
 vLLM renamed its KV gauge (`gpu_cache_usage_perc` became `kv_cache_usage_perc`), so
 both names are listed, newest first. llama-server publishes no KV figure at all. The
 engine modules say which of these their replicas serve; the router's scraper reads
-them (llmgw.router.engine_load).
+them (llmgw.engines.load).
 """
 
 from __future__ import annotations

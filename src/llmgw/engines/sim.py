@@ -1,4 +1,4 @@
-"""The simulated engine: `python -m llmgw.sim`'s command line for one replica.
+"""The simulated engine: `python -m llmgw.cli.sim`'s command line for one replica.
 
 The sim is part of llmgw, so it runs under the agent's own interpreter and is always
 installed at llmgw's version. It loads no weights and needs no card; the agent still
@@ -24,7 +24,7 @@ from llmgw.engines.metrics import NAMES_BY_ENGINE
 from llmgw.engines.profile import EngineProfile
 
 ENGINE = "sim"
-MODULE = "llmgw.sim"
+MODULE = "llmgw.cli.sim"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 METRIC_PREFIX = ""

@@ -6,6 +6,12 @@ when. It is bounded: past `max_sessions` the least recently used session is drop
 and an entry unused for `ttl` seconds is a miss (the replica has likely evicted that
 cache by then).
 
+Sessions are held by `hash()` of their id, not the id: the id is whatever the client
+sent in a header (up to the head's size limit), and keeping it would let a client make
+each entry cost kilobytes. Python's string hash is keyed per process (SipHash), so ids
+that collide cannot be chosen from outside, and a chance collision (64 bits) would
+only send two conversations to one replica.
+
 Only `set` counts as a use: the router records where each request actually went, kept
 or moved, so a lookup alone never refreshes a session. Every time is `now`, monotonic
 seconds, passed in.
@@ -28,8 +34,9 @@ class SessionAffinity:
             raise ValueError(f"SessionAffinity ttl must be a positive number of seconds, got {ttl}")
         self._max_sessions = max_sessions
         self._ttl = ttl
-        # Ordered by last use, oldest first; values are (endpoint, last use).
-        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        # Ordered by last use, oldest first; keys are the ids' hash(), values are
+        # (endpoint, last use).
+        self._entries: OrderedDict[int, tuple[str, float]] = OrderedDict()
 
     def __len__(self) -> int:
         """Sessions held, expired ones included until they are dropped."""
@@ -37,19 +44,21 @@ class SessionAffinity:
 
     def get(self, session: str, now: float) -> str | None:
         """The endpoint `session` was last sent to, if that was less than `ttl` ago."""
-        entry = self._entries.get(session)
+        key = hash(session)
+        entry = self._entries.get(key)
         if entry is None:
             return None
         if entry[1] <= now - self._ttl:
-            del self._entries[session]
+            del self._entries[key]
             return None
         return entry[0]
 
     def set(self, session: str, endpoint: str, now: float) -> None:
         """Record that `session` was just sent to `endpoint`."""
         entries = self._entries
-        entries[session] = (endpoint, now)
-        entries.move_to_end(session)
+        key = hash(session)
+        entries[key] = (endpoint, now)
+        entries.move_to_end(key)
         while len(entries) > self._max_sessions:
             entries.popitem(last=False)
         # Expired entries gather at the old end; drop them while they are cheap to find.

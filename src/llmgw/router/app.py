@@ -1,5 +1,5 @@
-"""The client-facing OpenAI API, as an RSGI-shaped application (llmgw.router.rsgi)
-served by llmgw's own HTTP/1.1 server (llmgw.server.http1: httptools on uvloop).
+"""The client-facing OpenAI API, as an RSGI-shaped application (llmgw.http.rsgi)
+served by llmgw's own HTTP/1.1 server (llmgw.http.http1: httptools on uvloop).
 
 Why that server: the application is called once per request with the body ready, on
 the loop the rest of the gateway runs on, with nothing between the socket and it but
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -26,15 +27,17 @@ from typing import TYPE_CHECKING
 import orjson
 
 from llmgw.auth.tags import parse_tags
-from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.http.responses import JSON, api_error_response, refusal_reason
+from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.router.catalog_view import ModelsView
+from llmgw.router.cors import CorsPolicy, WithHeaders
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl
+from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.request import ClientRequest, Kind, parse_request
-from llmgw.router.responses import JSON, api_error_response
-from llmgw.router.rsgi import HTTPProtocol, Scope
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
 from llmgw.router.usage import NO_TAGS, Account, new_account
 
@@ -47,8 +50,12 @@ _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/completions": Kind.COMPLETIONS,
     "/v1/embeddings": Kind.EMBEDDINGS,
 }
-_MAX_REQUEST_ID = 128
 _TAGS_HEADER = "x-llmgw-tags"
+# A client's x-request-id is kept when it is a sane one (what request ids are made of:
+# UUIDs, ULIDs, hex, dotted or prefixed forms), so its logs and the gateway's join up;
+# anything else is replaced by one minted here, never echoed: it ends up in the answer,
+# the replica's request and the usage records.
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
 class GatewayApp:
@@ -66,7 +73,9 @@ class GatewayApp:
         flow: FlowControl,
         band_header: str,
         trust_band_header: bool,
+        metrics: GatewayMetrics,
         auth: AuthGate | None = None,
+        cors: CorsPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -81,6 +90,8 @@ class GatewayApp:
         self._band_header = band_header.lower()
         self._trust_band_header = trust_band_header and auth is None
         self._auth = auth
+        self._metrics = metrics
+        self._cors = cors
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -90,39 +101,85 @@ class GatewayApp:
         if scope.proto != "http":
             return
         path = scope.path
+        request_id = self._request_id(scope)
+        plain = proto
+        cors = self._cors
+        if cors is not None:
+            extra = cors.response_headers(scope.headers.get("origin"))
+            if extra:
+                proto = WithHeaders(proto, extra)
         try:
             kind = _GENERATION_ROUTES.get(path)
             if kind is not None:
                 if scope.method != "POST":
-                    raise MethodNotAllowed(f"{path} takes POST")
-                await self._generate(scope, proto, kind)
+                    self._other_method(scope, plain, path, "POST", request_id)
+                    return
+                await self._generate(scope, proto, kind, request_id)
             elif path == "/v1/models" or path.startswith("/v1/models/"):
                 if scope.method != "GET":
-                    raise MethodNotAllowed(f"{path} takes GET")
+                    self._other_method(scope, plain, path, "GET", request_id)
+                    return
                 principal = await self._authenticate(scope)
-                self._list_models(proto, path, principal)
+                self._list_models(proto, path, principal, request_id)
             elif path in ("/", "/health", "/healthz"):
                 proto.response_bytes(
-                    200, [("content-type", "text/plain")], b"llmgw: the OpenAI API is under /v1\n"
+                    200,
+                    [("content-type", "text/plain"), ("x-request-id", request_id)],
+                    b"llmgw: the OpenAI API is under /v1\n",
                 )
             else:
                 raise NotFound(
                     f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
                 )
         except ApiError as error:
-            if kind is not None and self._auth is not None:
-                self._refused(scope, error.status)
-            status, headers, body = api_error_response(error)
-            proto.response_bytes(status, headers, body)
+            self._refuse(proto, error, request_id, "", scope if kind is not None else None)
 
-    def _refused(self, scope: Scope, status: int) -> None:
+    def _refuse(
+        self, proto: HTTPProtocol, error: ApiError, request_id: str, model: str, scope: Scope | None
+    ) -> None:
+        """Answers a refusal the gateway made, and counts it (`model` empty until the
+        request's model is resolved: a name the client made up is no metric label); one
+        on a generation route (`scope` given) also leaves a usage record with auth on."""
+        if scope is not None and self._auth is not None:
+            self._refused(scope, error.status, request_id)
+        status, headers, body = api_error_response(error)
+        headers.append(("x-request-id", request_id))
+        self._metrics.refused(model, status, refusal_reason(error))
+        proto.response_bytes(status, headers, body)
+
+    def _other_method(
+        self, scope: Scope, plain: HTTPProtocol, path: str, allow: str, request_id: str
+    ) -> None:
+        """A route asked with a method it does not take: a browser's CORS preflight,
+        answered through `plain` (the protocol without the CORS headers of an ordinary
+        answer, which a preflight's replace), or 405."""
+        cors = self._cors
+        origin = scope.headers.get("origin")
+        if scope.method == "OPTIONS" and cors is not None and origin is not None:
+            wanted = scope.headers.get("access-control-request-method")
+            if wanted is not None:
+                if not cors.allows(origin):
+                    raise Forbidden(
+                        f"origin {origin} may not call this API from a browser: add it to "
+                        "router.cors.origins",
+                        code="origin_not_allowed",
+                    )
+                headers = list(
+                    cors.preflight_headers(origin, allow, scope.headers.get("access-control-request-headers"))
+                )
+                headers.append(("x-request-id", request_id))
+                plain.response_bytes(204, headers, b"")
+                return
+        raise MethodNotAllowed(f"{path} takes {allow}", allow=allow)
+
+    def _refused(self, scope: Scope, status: int, request_id: str) -> None:
         """Hands a refusal on a generation route to the usage records, with its caller if
         it has a key this gateway knows (a 401 has none)."""
         auth = self._auth
         assert auth is not None
         principal = auth.known(scope.headers.get("authorization"), self._wall_clock())
         now = self._clock()
-        auth.refused(principal, status, self._request_id(scope), now, now)
+        auth.refused(principal, status, request_id, now, now)
 
     async def _authenticate(self, scope: Scope) -> Principal | None:
         """The caller, with auth on (401 without a valid key); None with auth off."""
@@ -139,8 +196,8 @@ class GatewayApp:
 
     def _request_id(self, scope: Scope) -> str:
         given = scope.headers.get("x-request-id")
-        if given and len(given) <= _MAX_REQUEST_ID and given.isprintable():
-            return str(given)
+        if given and _CLIENT_REQUEST_ID.fullmatch(given):
+            return given
         return f"{self._id_prefix}-{next(self._ids)}"
 
     async def _read_body(self, scope: Scope, proto: HTTPProtocol) -> bytes:
@@ -167,7 +224,7 @@ class GatewayApp:
             parts.append(part)
         return b"".join(parts)
 
-    async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind) -> None:
+    async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind, request_id: str) -> None:
         started = self._clock()
         # `_authenticate` without its coroutine where it would await nothing (auth off,
         # or a key used before): the usual request pays a dictionary lookup only.
@@ -188,43 +245,49 @@ class GatewayApp:
         if not self._visible(principal, target):
             # Not allowed to this caller is answered as not existing at all.
             raise unknown_model(request.model)
-        check_limits(request, target)
-        chain: list[Target] = [target]
-        for name in target.fallbacks:
-            fallback = self._resolver.fallback(name)
-            if fallback is not None and self._visible(principal, fallback):
-                chain.append(fallback)
-        if principal is not None:
-            request.account = self._charge(principal, request, target, scope)
-            band = self._flow.band(principal.band)
-        else:
-            band = self._flow.band(scope.headers.get(self._band_header) if self._trust_band_header else None)
-        task = asyncio.current_task()
-        assert task is not None
-        stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
+        # From here on a refusal is counted under the model it was for.
         try:
-            if not self._flow.admit_now(target.model, band):
-                self._departures.watch_now(stay)
-                queued_at = self._clock()
-                await self._flow.wait(target.model, band)
-                if request.account is not None:
-                    request.account = request.account._replace(queued_s=self._clock() - queued_at)
-            self._flow.dispatched(target.model, band)
-            request.engine_priority = self._flow.engine_priority(band)
+            check_limits(request, target)
+            chain: list[Target] = [target]
+            for name in target.fallbacks:
+                fallback = self._resolver.fallback(name)
+                if fallback is not None and self._visible(principal, fallback):
+                    chain.append(fallback)
+            if principal is not None:
+                request.account = self._charge(principal, request, target, scope)
+                band = self._flow.band(principal.band)
+            else:
+                band = self._flow.band(
+                    scope.headers.get(self._band_header) if self._trust_band_header else None
+                )
+            task = asyncio.current_task()
+            assert task is not None
+            stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
             try:
-                await self._dispatcher.serve(proto, request, chain, self._request_id(scope), started)
-            finally:
-                self._flow.finished(target.model, band)
-        except asyncio.CancelledError:
-            self._unreserve(request)
-            if not stay.gone:
+                if not self._flow.admit_now(target.model, band):
+                    self._departures.watch_now(stay)
+                    queued_at = self._clock()
+                    await self._flow.wait(target.model, band)
+                    if request.account is not None:
+                        request.account = request.account._replace(queued_s=self._clock() - queued_at)
+                self._flow.dispatched(target.model, band)
+                request.engine_priority = self._flow.engine_priority(band)
+                try:
+                    await self._dispatcher.serve(proto, request, chain, request_id, started)
+                finally:
+                    self._flow.finished(target.model, band)
+            except asyncio.CancelledError:
+                self._unreserve(request)
+                if not stay.gone:
+                    raise
+                # The client left; the replica's connection was closed on the way out.
+            except BaseException:
+                self._unreserve(request)  # failed unanswered: no usage will release it
                 raise
-            # The client left; the replica's connection was closed on the way out.
-        except BaseException:
-            self._unreserve(request)  # failed unanswered: no usage will release it
-            raise
-        finally:
-            self._departures.leave(stay)
+            finally:
+                self._departures.leave(stay)
+        except ApiError as error:
+            self._refuse(proto, error, request_id, target.model, scope)
 
     def _charge(self, principal: Principal, request: ClientRequest, target: Target, scope: Scope) -> Account:
         """Counts the request against the caller's limits and budgets (429 when one is
@@ -253,17 +316,20 @@ class GatewayApp:
             assert self._auth is not None
             self._auth.release(account.reservation)
 
-    def _list_models(self, proto: HTTPProtocol, path: str, principal: Principal | None) -> None:
+    def _list_models(
+        self, proto: HTTPProtocol, path: str, principal: Principal | None, request_id: str
+    ) -> None:
         allowed = None if principal is None or self._auth is None else self._allowed(principal)
         if path == "/v1/models":
             body = orjson.dumps({"object": "list", "data": self._models.list(allowed)})
         else:
-            name = path[len("/v1/models/") :]
+            # A model name's slash may come encoded; the server leaves it so for routing.
+            name = path[len("/v1/models/") :].replace("%2F", "/")
             entry = self._models.get(name, allowed)
             if entry is None:
                 raise unknown_model(name)
             body = orjson.dumps(entry)
-        proto.response_bytes(200, [("content-type", JSON)], body)
+        proto.response_bytes(200, [("content-type", JSON), ("x-request-id", request_id)], body)
 
     def _allowed(self, principal: Principal) -> Callable[[str], bool]:
         gate = self._auth

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from llmgw.router.rsgi import HTTPProtocol
+from llmgw.http.rsgi import HTTPProtocol
 
 
 class Stay:

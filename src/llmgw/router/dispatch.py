@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -24,18 +25,23 @@ from llmgw.errors import (
     UpstreamClosed,
     UpstreamError,
     UpstreamStatus,
+    UpstreamUnavailable,
 )
+from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
+from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
+from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
+from llmgw.router.liveness import Liveness
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
-from llmgw.router.responses import as_api_error, stream_error_event
-from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
 from llmgw.upstream.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -55,6 +61,7 @@ class Dispatcher:
         inject_usage: bool,
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
+        failures: FailureLog | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._picker = picker
@@ -66,6 +73,8 @@ class Dispatcher:
         self._inject_usage = inject_usage
         self._retry_after = retry_after
         self._clock = clock
+        self._failures = failures or FailureLog(clock=clock)
+        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
 
     async def serve(
         self,
@@ -79,10 +88,13 @@ class Dispatcher:
         when none could before anything was sent."""
         rid = request_id.encode()
         last_error: UpstreamError | None = None
+        # The latest failed try, logged once it is known whether another try follows.
+        failed: tuple[str, str, int] | None = None
         first = chain[0]
+        attempts = self._retries + 1
         for target in chain:
             tried: set[str] = set()
-            for attempt in range(self._retries + 1):
+            for attempt in range(attempts):
                 now = self._clock()
                 candidates = [
                     e
@@ -97,25 +109,41 @@ class Dispatcher:
                 tried.add(endpoint.id)
                 if attempt:
                     self._metrics.retried(first.model)
+                if failed is not None and last_error is not None:
+                    self._failures.failed(request_id, *failed, attempts, last_error, final=False)
+                    failed = None
                 budget = started + self._limits.total - now
                 if budget <= 0:
+                    if failed is not None and last_error is not None:
+                        self._failures.failed(request_id, *failed, attempts, last_error, final=True)
                     raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
                     last_error = exc
+                    failed = (endpoint.id, target.model, attempt + 1)
                     self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
+                    endpoint.last_error = (self._clock(), str(exc))
                     continue
                 if done and target is not first:
                     self._metrics.fell_back(first.model, target.model)
                 if done:
                     return
         if last_error is None:
+            if any(self._endpoints.for_model(t.model) for t in chain):
+                raise UpstreamUnavailable(
+                    f"model {first.model!r}: every replica failed recently and is left out for "
+                    "router.cooldown; try again shortly",
+                    code="upstream_unavailable",
+                    retry_after=self._retry_after,
+                )
             raise NoCapacity(
                 f"model {first.model!r} has no replica available right now; try again shortly",
                 code="no_capacity",
                 retry_after=self._retry_after,
             )
+        if failed is not None:
+            self._failures.failed(request_id, *failed, attempts, last_error, final=True)
         raise as_api_error(last_error, first.model, self._retry_after)
 
     def _headers(
@@ -160,10 +188,24 @@ class Dispatcher:
                 if request.stream:
                     result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
                 else:
-                    result = await fetch(endpoint, head, body, self._limits, budget, self._watchdog)
+                    result = await fetch(
+                        endpoint, head, body, self._limits, budget, self._watchdog, self._liveness
+                    )
             except UpstreamStatus as exc:
-                if endpoint.spec.external and exc.status in (401, 403, 429):
-                    # A provider's key refused or limited: every request on it would be.
+                if exc.status in ENGINE_AUTH_STATUSES:
+                    # The replica refuses the gateway's key: every request there would
+                    # fail the same way, so it leaves routing now rather than after
+                    # failure_threshold more clients paid for finding out.
+                    endpoint.breaker.trip(self._clock())
+                    log.warning(
+                        "replica %s (model %s) refused the gateway's engine key with %d; it is "
+                        "out of routing for router.cooldown: check its api_key",
+                        endpoint.id,
+                        target.model,
+                        exc.status,
+                    )
+                elif endpoint.spec.external and exc.status == 429:
+                    # A provider's key limited: every request on it would be.
                     endpoint.breaker.trip(self._clock())
                 else:
                     endpoint.breaker.failed(self._clock())
@@ -226,7 +268,7 @@ class Dispatcher:
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started
+            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, request_id
         )
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
@@ -253,6 +295,7 @@ class Dispatcher:
         endpoint: Endpoint,
         target: Target,
         started: float,
+        request_id: str,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off)."""
@@ -288,6 +331,7 @@ class Dispatcher:
         except UpstreamError as exc:
             conn.close()
             timed_out = isinstance(exc, PhaseTimeout)
+            self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
         except BaseException:
@@ -312,5 +356,6 @@ class Dispatcher:
         self._metrics.stream_interrupted(target.model)
         self._metrics.upstream_failed(endpoint.id, kind)
         endpoint.breaker.failed(self._clock())
+        endpoint.last_error = (self._clock(), why)
         with contextlib.suppress(ProtocolClosed):
             await transport.send_bytes(stream_error_event(why, timed_out=timed_out))

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from llmgw.engines.load import NAMES_BY_ENGINE, EngineLoad, MetricNames
 from llmgw.router.breaker import Breaker
-from llmgw.router.engine_load import NAMES_BY_ENGINE, EngineLoad, MetricNames
 from llmgw.upstream import OriginPool, UpstreamClient
 
 
@@ -61,6 +61,7 @@ class Endpoint:
         "breaker",
         "id",
         "inflight",
+        "last_error",
         "load",
         "metric_names",
         "path_prefix",
@@ -86,6 +87,9 @@ class Endpoint:
         self.inflight = 0
         self.load = EngineLoad()
         self.scraped_at: float | None = None
+        # The last failed try here, for operators (`llmgw ctl replicas`): monotonic
+        # seconds and what went wrong, in words that never hold a credential.
+        self.last_error: tuple[float, str] | None = None
 
     def __repr__(self) -> str:
         return f"Endpoint({self.spec.id!r}, inflight={self.inflight})"
@@ -118,6 +122,7 @@ class EndpointRegistry:
                 # Same replica, new description: keep what is live about it.
                 endpoint.inflight = current.inflight
                 endpoint.breaker = current.breaker
+                endpoint.last_error = current.last_error
                 endpoint.load, endpoint.scraped_at = current.load, current.scraped_at
             fresh[spec.id] = endpoint
         withdrawn = [eid for eid in self._by_id if eid not in fresh]

@@ -4,11 +4,12 @@
 unloaded case costs one saturation computation). Otherwise the request waits in its
 model's queue for its band, bounded in count (`queue_capacity_per_band`, and
 `queue_capacity_total` across bands with the lowest band's newest shed to make room)
-and in time (`queue_ttl`). Every `interval`, and whenever a request finishes, the
-queues are re-checked and released highest band first, first come first served.
-A waiting client that disconnects leaves its queue at once. For a model whose replicas
-all preempt by priority, each band is judged against the requests it cannot preempt,
-counted by band between `dispatched` and `finished` (see `admission`).
+and in time (`queue_ttl`): a request that would wait past the ttl, by its queue's
+recent drain rate (see `drain`), is refused on arrival instead. Every `interval`, and
+whenever a request finishes, the queues are re-checked and released highest band
+first, first come first served. A waiting client that disconnects leaves its queue at
+once. For a model whose replicas all preempt by priority, each band is judged against
+the requests it cannot preempt, counted by band between `dispatched` and `finished` (see `admission`).
 
 A model with no replica at all waits up to `router.activation_wait` for one to be
 published, after asking the `Activator` (the control plane's seam) to start it.
@@ -35,10 +36,16 @@ from llmgw.router.admission import (
     shed_band,
     unpreemptable,
 )
+from llmgw.router.drain import DrainMeter, would_outwait
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.metrics import Histogram
 from llmgw.router.scoring import ScoringTargets
 from llmgw.router.slo import SloTracker
+
+# The drain estimate's memory, as a share of queue_ttl: long enough to hold several
+# releases of a slow queue, short enough that a queue which stopped moving reads as
+# stopped well within one ttl.
+DRAIN_TAU_SHARE = 1 / 3
 
 
 class Activator(Protocol):
@@ -84,6 +91,8 @@ class ModelFlow:
     inflight: dict[str, int] = field(default_factory=dict)
     """Requests sent and not finished, by band: what a replica that preempts by priority
     cannot preempt for a request of the same or a lower band."""
+    drain: dict[str, DrainMeter] = field(default_factory=dict)
+    """How fast each band's queue has been draining, for refusing at arrival."""
 
     def queued(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -260,12 +269,29 @@ class FlowControl:
             else:
                 del self.activating[model]
 
+    def _meter(self, flow: ModelFlow, band: str) -> DrainMeter:
+        meter = flow.drain.get(band)
+        if meter is None:
+            meter = flow.drain[band] = DrainMeter(self.rules.queue_ttl * DRAIN_TAU_SHARE)
+        return meter
+
     async def _wait(self, model: str, flow: ModelFlow, band: BandRule) -> None:
         queue = flow.queues.setdefault(band.name, deque())
         if len(queue) >= self.rules.per_band:
             self.counts.add(self.counts.shed, model, band.name)
             raise self._refusal(
                 model, band, "its band's queue is full (router.admission.queue_capacity_per_band)"
+            )
+        meter = self._meter(flow, band.name)
+        meter.advance(self._clock(), bool(queue))
+        expected = would_outwait(meter, len(queue), self.rules.queue_ttl)
+        if expected is not None:
+            self.counts.add(self.counts.shed, model, band.name)
+            raise self._refusal(
+                model,
+                band,
+                f"its queue would take about {expected:.0f}s to reach this request, past "
+                f"router.admission.queue_ttl ({self.rules.queue_ttl:g}s)",
             )
         total = sum(f.queued() for f in self._models.values())
         if total >= self.rules.total:
@@ -328,6 +354,32 @@ class FlowControl:
             )
             return
 
+    def _trim(self, model: str, flow: ModelFlow, band: BandRule, queue: deque[Waiter], now: float) -> None:
+        """Refuses now, newest first, the waiters behind the head that the queue's drain
+        rate says will not be reached within queue_ttl: they were queued before the
+        rate was known, and waiting out the ttl would only delay the same 503."""
+        meter = self._meter(flow, band.name)
+        meter.advance(now, True)
+        ttl = self.rules.queue_ttl
+        while len(queue) > 1:
+            tail = queue[-1]
+            if tail.future.done():
+                queue.pop()  # its client left in this same turn
+                continue
+            expected = would_outwait(meter, len(queue) - 1, ttl - (now - tail.since))
+            if expected is None:
+                return
+            queue.pop()
+            self.counts.add(self.counts.shed, model, band.name)
+            tail.future.set_exception(
+                self._refusal(
+                    model,
+                    band,
+                    f"its queue would take about {expected:.0f}s more to reach this request, past "
+                    f"router.admission.queue_ttl ({ttl:g}s)",
+                )
+            )
+
     def release(self) -> int:
         """Lets waiting requests go where their band allows, expires those past
         queue_ttl; returns how many were let go."""
@@ -352,8 +404,11 @@ class FlowControl:
                             retry_after=max(1.0, self.rules.queue_ttl / 4),
                         )
                     )
+                if queue:
+                    self._trim(model, flow, band, queue, now)
             for band in sorted(self.rules.bands, key=lambda b: -b.priority):
                 queue = flow.queues.get(band.name)
+                meter = flow.drain.get(band.name) if queue else None
                 while queue and may_admit(
                     band, self._level(endpoints, flow, band), self._held_back(model, band)
                 ):
@@ -362,6 +417,8 @@ class FlowControl:
                         continue  # its client left in this same turn
                     flow.pending += 1
                     self.counts.add(self.counts.admitted, model, band.name)
+                    if meter is not None:
+                        meter.release()
                     waiter.future.set_result(None)
                     released += 1
                 if queue:

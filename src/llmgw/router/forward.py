@@ -7,8 +7,11 @@ first byte written to the client on, a failure ends the stream with an error eve
 
 Each phase has its own bound (`router.timeouts`), raised as its own error type:
 dial, response_header (a stream's headers come before generation starts, so this is a
-liveness check), generation (a whole non-streaming answer; 0 is no bound but total),
-first_token, idle (the gap between two pieces of a stream) and total.
+liveness check), generation (a whole non-streaming answer; 0 is no bound but total,
+with the replica's liveness checked every response_header: see `liveness`),
+first_token, idle (the gap between two pieces of a stream) and total. Where what is
+left of total is nearer than a phase's own bound (or the phase has none), the wait is
+bounded by total and a timeout names total: the error names the bound that fired.
 """
 
 from __future__ import annotations
@@ -21,19 +24,23 @@ from llmgw.errors import (
     GenerationTimeout,
     HeaderTimeout,
     IdleTimeout,
+    NotAStream,
     PhaseTimeout,
     TotalTimeout,
     UpstreamClosed,
     UpstreamStatus,
 )
 from llmgw.router.endpoints import Endpoint
+from llmgw.router.liveness import Liveness
 from llmgw.upstream import Connection
 from llmgw.upstream.watchdog import Watch, Watchdog
 
 
 @dataclass(frozen=True, slots=True)
 class PhaseLimits:
-    """`router.timeouts` in seconds; 0 for generation means only `total` bounds it."""
+    """`router.timeouts` in seconds (0: only `total` bounds the phase), and
+    `router.stale_after`, within which a replica's metrics must have been read for a
+    non-streamed answer without a generation bound to be waited for past response_header."""
 
     dial: float
     response_header: float
@@ -41,12 +48,25 @@ class PhaseLimits:
     first_token: float
     idle: float
     total: float
+    replica_fresh: float
 
 
-def retryable_status(status: int, external: bool = False) -> bool:
+def bounded(
+    seconds: float, phase: type[PhaseTimeout], left: float, total: float
+) -> tuple[float, type[PhaseTimeout], float]:
+    """How long one phase may wait: its own bound, or what is `left` of total when that
+    is nearer or the phase has none; with the error to raise and the setting's value it
+    names, so a 504 names the bound that fired."""
+    if 0 < seconds <= left:
+        return seconds, phase, seconds
+    return left, TotalTimeout, total
+
+
+def retryable_status(status: int) -> bool:
     """Statuses another replica may answer differently: overload and server faults, and
-    for a provider's key, its refusal (401, 403): another key may be accepted."""
-    return status == 429 or status >= 500 or (external and status in (401, 403))
+    a refusal of the gateway's own key (401, 403: an engine's or a provider's), which
+    another replica's key may pass. A replica's other 4xx is about the request."""
+    return status == 429 or status >= 500 or status in (401, 403)
 
 
 def request_head(endpoint: Endpoint, path: bytes, body_length: int, request_id: bytes) -> bytes:
@@ -75,6 +95,15 @@ def content_type_of(conn: Connection) -> str:
     return "application/json"
 
 
+def is_event_stream(conn: Connection) -> bool:
+    """Whether a streaming answer is an event stream: its content type says so (or it
+    names none, as some small servers do)."""
+    for name, value in conn.headers:
+        if name.lower() == b"content-type":
+            return value.partition(b";")[0].strip().lower() == b"text/event-stream"
+    return True
+
+
 async def _send(
     endpoint: Endpoint,
     head: bytes,
@@ -83,15 +112,22 @@ async def _send(
     watchdog: Watchdog,
     phase: type[PhaseTimeout],
     bound: float,
+    named: float,
+    renew: Liveness | None = None,
+    budget: float = 0.0,
 ) -> tuple[Connection, Watch]:
-    """Sends the request and waits for the status line, within `bound` seconds of now.
+    """Sends the request and waits for the status line, within `bound` seconds of now
+    (failing with `phase(named)`, unless `renew` moves the deadline on, up to `budget`
+    seconds from now).
 
     A kept-alive connection the replica closed meanwhile is replaced once, silently:
     that is the pool's staleness, not the replica's failure."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + bound
     conn, reused = await endpoint.pool.acquire(limits.dial)
-    watch = watchdog.arm(conn, deadline, phase, bound)
+    watch = watchdog.arm(conn, deadline, phase, named)
+    if renew is not None:
+        _keep_alive(watch, renew, endpoint, loop.time() + budget)
     try:
         await conn.exchange(head, body)
     except UpstreamClosed:
@@ -100,7 +136,9 @@ async def _send(
         if not reused:
             raise
         conn = await endpoint.pool.dial(limits.dial)
-        watch = watchdog.arm(conn, deadline, phase, bound)
+        watch = watchdog.arm(conn, deadline, phase, named)
+        if renew is not None:
+            _keep_alive(watch, renew, endpoint, loop.time() + budget)
         try:
             await conn.exchange(head, body)
         except BaseException:
@@ -114,6 +152,12 @@ async def _send(
     return conn, watch
 
 
+def _keep_alive(watch: Watch, renew: Liveness, endpoint: Endpoint, until: float) -> None:
+    watch.renew = renew
+    watch.subject = endpoint
+    watch.until = until
+
+
 @dataclass(slots=True)
 class Answer:
     """A complete non-streaming answer (or a replica's own refusal, passed through)."""
@@ -124,12 +168,24 @@ class Answer:
 
 
 async def fetch(
-    endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
+    endpoint: Endpoint,
+    head: bytes,
+    body: bytes,
+    limits: PhaseLimits,
+    budget: float,
+    watchdog: Watchdog,
+    liveness: Liveness | None = None,
 ) -> Answer:
-    """A non-streaming try: the whole answer within generation (or what is left of total)."""
-    bound = min(limits.generation, budget) if limits.generation > 0 else budget
-    phase = GenerationTimeout if limits.generation > 0 and limits.generation <= budget else TotalTimeout
-    conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound)
+    """A non-streaming try: the whole answer within generation (or what is left of total;
+    without a generation bound, checked for liveness every response_header)."""
+    every = limits.response_header
+    if liveness is None or limits.generation > 0 or not 0 < every < budget:
+        bound, phase, named = bounded(limits.generation, GenerationTimeout, budget, limits.total)
+        conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound, named)
+    else:
+        conn, watch = await _send(
+            endpoint, head, body, limits, watchdog, HeaderTimeout, every, every, liveness, budget
+        )
     try:
         data = await conn.read_body()
     except BaseException:
@@ -138,7 +194,7 @@ async def fetch(
     finally:
         watchdog.disarm(watch)
     endpoint.pool.release(conn)
-    if retryable_status(conn.status, endpoint.spec.external):
+    if retryable_status(conn.status):
         raise UpstreamStatus(conn.status, data)
     return Answer(conn.status, content_type_of(conn), data)
 
@@ -157,21 +213,27 @@ async def open_stream(
     endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
 ) -> OpenStream | Answer:
     """A streaming try up to its first bytes. A replica that answers with an error
-    status instead of a stream gives an `Answer`, passed to the client as it is."""
-    bound = min(limits.response_header, budget)
-    conn, watch = await _send(endpoint, head, body, limits, watchdog, HeaderTimeout, bound)
+    status instead of a stream gives an `Answer`, passed to the client as it is. One
+    that answers 200 with another body (JSON, plain text) failed this try: nothing has
+    been sent, and relaying it as a stream would glue an error event onto it."""
     loop = asyncio.get_running_loop()
+    end = loop.time() + budget
+    bound, phase, named = bounded(limits.response_header, HeaderTimeout, budget, limits.total)
+    conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound, named)
     try:
         if conn.status != 200:
-            watch.move(loop.time() + min(limits.idle, budget), IdleTimeout, min(limits.idle, budget))
+            bound, phase, named = bounded(limits.idle, IdleTimeout, end - loop.time(), limits.total)
+            watch.move(loop.time() + bound, phase, named)
             data = await conn.read_body()
             watchdog.disarm(watch)
             endpoint.pool.release(conn)
-            if retryable_status(conn.status, endpoint.spec.external):
+            if retryable_status(conn.status):
                 raise UpstreamStatus(conn.status, data)
             return Answer(conn.status, content_type_of(conn), data)
-        bound = min(limits.first_token, budget)
-        watch.move(loop.time() + bound, FirstTokenTimeout, bound)
+        if not is_event_stream(conn):
+            raise NotAStream(f"the replica answered a streaming request with {content_type_of(conn)!r}")
+        bound, phase, named = bounded(limits.first_token, FirstTokenTimeout, end - loop.time(), limits.total)
+        watch.move(loop.time() + bound, phase, named)
         first = await conn.read_available()
         if first is None:
             raise UpstreamClosed("the replica ended the stream before sending anything")

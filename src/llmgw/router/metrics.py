@@ -70,6 +70,11 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, int], int] = {}
+        # Answers the gateway made itself (a refusal, or no replica could answer), by
+        # model ("" before one is resolved: a client's name is no label), status and
+        # reason (llmgw.http.responses.REASONS). Apart from `requests` so that the
+        # replica's answers, the usual case, count without a third key part.
+        self.refusals: dict[tuple[str, int, str], int] = {}
         self.latency: dict[str, Histogram] = {}
         self.ttft: dict[str, Histogram] = {}
         self.tokens: dict[tuple[str, str], int] = {}
@@ -86,6 +91,10 @@ class GatewayMetrics:
         if histogram is None:
             histogram = self.latency[model] = Histogram()
         histogram.observe(seconds)
+
+    def refused(self, model: str, status: int, reason: str) -> None:
+        key = (model, status, reason)
+        self.refusals[key] = self.refusals.get(key, 0) + 1
 
     def first_token(self, model: str, seconds: float) -> None:
         histogram = self.ttft.get(model)
@@ -141,12 +150,18 @@ class GatewayCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         m = self._metrics
-        yield _counter(
+        requests = _counter(
             "llmgw_requests",
-            "Requests answered, by model and HTTP status (499: the client left).",
-            ["model", "status"],
-            (((model, str(status)), n) for (model, status), n in m.requests.items()),
+            "Requests answered, by model, HTTP status (499: the client left) and reason: empty "
+            "for a replica's answer, else why the gateway answered itself (bad_request, "
+            "unauthorized, not_found, rate_limited, no_capacity, upstream_error, ...); model is "
+            "empty when the request named none the gateway serves.",
+            ["model", "status", "reason"],
+            (((model, str(status), ""), n) for (model, status), n in m.requests.items()),
         )
+        for (model, status, reason), n in m.refusals.items():
+            requests.add_metric([model, str(status), reason], n)
+        yield requests
         yield _histograms(
             "llmgw_request_duration_seconds",
             "Time from a request's arrival to the end of its answer.",
@@ -187,8 +202,11 @@ class GatewayCollector(Collector):
             ["model"],
             (((k,), v) for k, v in m.stream_interruptions.items()),
         )
+        # Not llmgw_usage_records_dropped: that is the auth store's buffer (auth.buffer_size),
+        # and a family may appear once on a page.
         dropped = CounterMetricFamily(
-            "llmgw_usage_records_dropped", "Usage records dropped because the accounting queue was full."
+            "llmgw_usage_queue_dropped",
+            "Usage records dropped because the gateway's accounting queue was full.",
         )
         dropped.add_metric([], m.usage_dropped)
         yield dropped

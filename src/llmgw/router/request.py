@@ -107,14 +107,62 @@ class ClientRequest:
         return orjson.dumps(body)
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
+# Part types OpenAI defines whose text the gateway reads; every other type (images,
+# audio, files, and engines' own such as vLLM's video_url) is forwarded unread, so only
+# its shape (an object with a string `type`) is checked.
+_TEXT_FIELDS = {"text": "text", "refusal": "refusal"}
+
+
+def _content_text(content: Any, index: int, role: str) -> str:
+    """The text of messages[index]'s content when it is not a plain string (an array
+    of parts), refusing what the gateway would read wrongly, with the parameter's path.
+    The path is built only for a refusal: this runs for every message of every request."""
     if isinstance(content, list):
-        return "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
+        texts: list[str] = []
+        for number, part in enumerate(content):
+            if not isinstance(part, dict):
+                where = f"messages[{index}].content[{number}]"
+                raise BadRequest(f"{where} must be an object with a type", param=where)
+            kind = part.get("type")
+            if not isinstance(kind, str):
+                where = f"messages[{index}].content[{number}].type"
+                raise BadRequest(f'{where} must be a string such as "text"', param=where)
+            field = _TEXT_FIELDS.get(kind)
+            if field is None:
+                continue
+            text = part.get(field)
+            if not isinstance(text, str):
+                where = f"messages[{index}].content[{number}].{field}"
+                raise BadRequest(f"{where} must be a string", param=where)
+            if kind == "text":
+                texts.append(text)
+        return "".join(texts)
+    if content is None and role == "assistant":
+        return ""  # an assistant turn that only calls tools
+    where = f"messages[{index}].content"
+    raise BadRequest(f"{where} must be a string or an array of content parts", param=where)
+
+
+def _check_tool_calls(calls: Any, where: str) -> None:
+    """An assistant turn's tool calls: each a function with a name and its arguments as
+    a JSON string (OpenAI's shape; an object there is a common client mistake)."""
+    if not isinstance(calls, list):
+        raise BadRequest(f"{where} must be an array of tool calls", param=where)
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise BadRequest(
+                f"{where}[{index}].function must be an object", param=f"{where}[{index}].function"
+            )
+        if not isinstance(function.get("name"), str):
+            raise BadRequest(
+                f"{where}[{index}].function.name must be a string", param=f"{where}[{index}].function.name"
+            )
+        if not isinstance(function.get("arguments"), str):
+            raise BadRequest(
+                f"{where}[{index}].function.arguments must be a string of JSON",
+                param=f"{where}[{index}].function.arguments",
+            )
 
 
 def _chat_prompt(body: dict[str, Any]) -> str:
@@ -123,33 +171,60 @@ def _chat_prompt(body: dict[str, Any]) -> str:
         raise BadRequest("messages is required: a non-empty list of chat messages", param="messages")
     parts: list[str] = []
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRequest(f"messages[{index}] needs a role and content", param=f"messages[{index}]")
-        parts.append(message["role"])
+        if not isinstance(message, dict):
+            raise BadRequest(f"messages[{index}] must be an object with a role", param=f"messages[{index}]")
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise BadRequest(
+                f'messages[{index}].role must be a string such as "user"', param=f"messages[{index}].role"
+            )
+        content = message.get("content")
+        parts.append(role)
         parts.append("\n")
-        parts.append(_text_of(message.get("content")))
+        parts.append(content if type(content) is str else _content_text(content, index, role))
         parts.append("\n")
+        if "tool_calls" in message and message["tool_calls"] is not None:
+            _check_tool_calls(message["tool_calls"], f"messages[{index}].tool_calls")
     return "".join(parts)
 
 
-def _completion_prompt(body: dict[str, Any]) -> str:
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        return "\n".join(prompt)
-    if isinstance(prompt, list) and prompt:
-        return ""  # token ids: nothing for the prefix tree to key on
-    raise BadRequest("prompt is required: a string or a list of strings", param="prompt")
+def _token_ids(value: list[Any]) -> bool:
+    """Whether `value` is a list of token ids (whole numbers, not booleans)."""
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
-def _embedding_input(body: dict[str, Any]) -> str:
-    value = body.get("input")
+def _text_or_tokens(value: Any, field: str) -> str:
+    """A completion's prompt or an embedding's input: a string, an array of strings, an
+    array of token ids, or an array of such arrays. Returns the text the prefix tree
+    keys on (none for token ids)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and value:
-        return "\n".join(v for v in value if isinstance(v, str))
-    raise BadRequest("input is required: a string or a list of strings", param="input")
+    if not isinstance(value, list) or not value:
+        raise BadRequest(
+            f"{field} is required: a string, an array of strings or an array of token ids", param=field
+        )
+    first = value[0]
+    if isinstance(first, str):
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise BadRequest(
+                    f"{field}[{index}] must be a string, like the items before it", param=f"{field}[{index}]"
+                )
+        return "\n".join(value)
+    if isinstance(first, list):
+        for index, item in enumerate(value):
+            if not isinstance(item, list) or not item or not _token_ids(item):
+                raise BadRequest(
+                    f"{field}[{index}] must be a non-empty array of token ids (whole numbers)",
+                    param=f"{field}[{index}]",
+                )
+        return ""
+    if not _token_ids(value):
+        raise BadRequest(
+            f"{field} must be a string, an array of strings or an array of token ids (whole numbers)",
+            param=field,
+        )
+    return ""  # token ids: nothing for the prefix tree to key on
 
 
 def _max_tokens(body: dict[str, Any]) -> tuple[int | None, str]:
@@ -181,13 +256,17 @@ def parse_request(kind: Kind, raw: bytes) -> ClientRequest:
     if kind is Kind.CHAT:
         prompt = _chat_prompt(body)
     elif kind is Kind.COMPLETIONS:
-        prompt = _completion_prompt(body)
+        prompt = _text_or_tokens(body.get("prompt"), "prompt")
     else:
-        prompt = _embedding_input(body)
+        prompt = _text_or_tokens(body.get("input"), "input")
         stream = False
     max_tokens, max_tokens_field = _max_tokens(body) if kind is not Kind.EMBEDDINGS else (None, "max_tokens")
     options = body.get("stream_options")
-    wants_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    if options is not None and not isinstance(options, dict):
+        raise BadRequest(
+            'stream_options must be an object such as {"include_usage": true}', param="stream_options"
+        )
+    wants_usage = bool(options and options.get("include_usage"))
     return ClientRequest(
         kind=kind,
         body=body,

@@ -13,9 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from llmgw.engines.load import read_load
 from llmgw.errors import UpstreamError
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
-from llmgw.router.engine_load import read_load
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The admin listener's RSGI application: health, readiness, metrics, and the admin
-API under `/api` when the server has a store (auth on).
+API under `/api` when the server has a store (auth on, or a control plane).
 
 `/healthz` answers while the process serves at all; `/readyz` once the gateway has
 what it needs to route (its first round of replica scrapes is done), so a load
@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from llmgw.router.responses import error_body
-from llmgw.router.rsgi import HTTPProtocol, Scope
+from llmgw.http.responses import error_body
+from llmgw.http.rsgi import HTTPProtocol, Scope
 
 log = logging.getLogger(__name__)
 
 AdminRoutes = Callable[[Scope, HTTPProtocol], Awaitable[None]]
-"""An RSGI application mounted under `/api` (`llmgw.auth.AdminApi`)."""
+"""An RSGI application mounted under `/api` (`llmgw.admin.api.AdminApi`)."""
 
 
 class AdminApp:
@@ -58,7 +58,8 @@ class AdminApp:
                 proto.response_bytes(503, [("content-type", "text/plain")], b"not ready\n")
         else:
             why = (
-                "the admin API is served with auth on (auth.enabled: true), which gives it a store"
+                "the admin API is served with auth on (auth.enabled: true) or a control plane, which "
+                "give the server a store; this one routes to static endpoints only"
                 if path.startswith("/api") and not self._metrics_only
                 else f"{path} is not served here"
             )

@@ -1,19 +1,21 @@
-"""Running the control plane inside `llmgw server` (`control.enabled`).
+"""Running the control plane inside `llmgw server`, as `Settings.control_plane_mode` says:
+with `control.enabled`, with no static endpoints, or with any model that has profiles.
 
-The plane itself (`llmgw.control.plane`) listens for agents and keeps the catalog's
+The plane itself (`llmgw.control.runtime.plane`) listens for agents and keeps the catalog's
 models placed. What this module adds is what it needs from the rest of the server:
 the router's seams (a request waiting for a model with no replica, when each model
-was last asked for), and, where the server has a store (auth on, `auth.store`), the
+was last asked for), and, with the server's store (`auth.store`, or its default the
+server opens whenever the control plane runs, auth on or off), the
 leader lease that lets several servers share one catalog, the runtime catalog kept in
 the store, its watcher, the replica table through which servers that do not lead still
-route (`llmgw.control.replica_sync`), the demand rows through which every server's
-requests reach the leader's plan (`llmgw.control.demand_sync`), the owners' GPU quotas
-set on the tenancy tree (`llmgw.control.quota_watch`), and the `/api/control` routes.
-Without a store the plane runs on the configuration's catalog alone, with no quotas, and
-leads on its own.
+route (`llmgw.control.runtime.replica_sync`), the demand rows through which every server's
+requests reach the leader's plan (`llmgw.control.runtime.demand_sync`), the owners' GPU quotas
+set on the tenancy tree (`llmgw.control.runtime.quota_watch`), and the `/api/control` routes.
+Without a store (a caller that passes none) the plane runs on the configuration's
+catalog alone, with no quotas, and leads on its own.
 
 Every engine the plane starts demands an API key derived from the cluster's secret
-(`llmgw.control.cluster_secret`): kept in the store where there is one, else in a file
+(`llmgw.store.cluster_secret`): kept in the store where there is one, else in a file
 beside the admin token, so a restarted server still reaches the engines it adopts.
 """
 
@@ -24,23 +26,23 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmgw.admin.control_routes import ControlRoutes
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
-from llmgw.control.admin import ControlRoutes
-from llmgw.control.catalog_store import CatalogStore
-from llmgw.control.catalog_watch import CatalogWatcher
-from llmgw.control.cluster import NodeView, ReplicaView
-from llmgw.control.cluster_secret import file_secret, new_secret, secret_file, stored_secret
-from llmgw.control.demand_sync import DemandSync
-from llmgw.control.demand_table import DemandTable
-from llmgw.control.lease import LeaderLease, LeaseTable
-from llmgw.control.plane import ControlPlane
-from llmgw.control.quota_watch import QuotaWatch
-from llmgw.control.replica_sync import ReplicaSync, follower_grace
-from llmgw.control.replica_table import ReplicaTable
+from llmgw.control.decisions.cluster import NodeView, ReplicaView
+from llmgw.control.runtime.catalog_watch import CatalogWatcher
+from llmgw.control.runtime.demand_sync import DemandSync
+from llmgw.control.runtime.plane import ControlPlane
+from llmgw.control.runtime.quota_watch import QuotaWatch
+from llmgw.control.runtime.replica_sync import ReplicaSync, follower_grace
+from llmgw.control.tables.demand_table import DemandTable
+from llmgw.control.tables.replica_table import ReplicaTable
 from llmgw.server.endpoints_static import static_specs
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
+from llmgw.store.catalog_store import CatalogStore
+from llmgw.store.cluster_secret import file_secret, new_secret, secret_file, stored_secret
+from llmgw.store.lease import LeaderLease, LeaseTable
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +100,10 @@ class ControlRuntime:
 
 
 async def engine_secret(settings: Settings, store: Store | None, config_dir: Path | None) -> bytes:
-    """The cluster's secret the engine keys are derived from: the store's, else the file
-    beside the admin token. A server given no place to keep it (the embedded one: no
-    configuration file, no state directory, no admin token file) gets one for this run
-    only, as its engines end with it."""
+    """The cluster's secret the engine keys are derived from: the store's (the server
+    always has one when its control plane runs), else, for a caller that passes none, the
+    file beside the admin token. A caller with no place to keep it (no configuration
+    file, no state directory, no admin token file) gets one for this run only."""
     if store is not None:
         return await stored_secret(store.engine)
     state_directory = os.environ.get("STATE_DIRECTORY")
@@ -113,12 +115,12 @@ async def engine_secret(settings: Settings, store: Store | None, config_dir: Pat
 async def start_control(
     settings: Settings, gateway: Gateway, store: Store | None, config_dir: Path | None = None
 ) -> ControlRuntime | None:
-    """With `control.enabled`: the control plane, listening for agents, publishing into
+    """In control-plane mode: the control plane, listening for agents, publishing into
     the gateway's endpoints and taking the router's seams; with a store, also the lease,
-    the runtime catalog and its routes, and the demand and replica rows. None when the
-    control plane is off. `config_dir` is where the cluster secret's file lives without
-    a store (beside the admin token's default)."""
-    if not settings.control.enabled:
+    the runtime catalog and its routes, and the demand and replica rows. None for a
+    router-only configuration. `config_dir` is where the cluster secret's file lives
+    without a store (beside the admin token's default)."""
+    if not settings.control_plane_mode:
         return None
     secret = await engine_secret(settings, store, config_dir)
     lease: LeaderLease | None = None

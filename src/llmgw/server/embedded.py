@@ -36,8 +36,8 @@ from llmgw.agent.binaries import find_llama_server
 from llmgw.agent.state import StateDir, is_same_process
 from llmgw.catalog import suggest_cores
 from llmgw.config import Settings, settings_from_yaml
+from llmgw.config.values import split_host_port
 from llmgw.core.yamlio import dump_yaml, load_yaml
-from llmgw.server.listen import split_listen
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +135,10 @@ class LocalAgent:
 
 
 def start_local_agent(agent_listen: str, state_dir: Path, model: ExampleModel) -> LocalAgent:
-    """`python -m llmgw.agent` dialling the control plane on loopback, without TLS (the
+    """`python -m llmgw.cli.agent` dialling the control plane on loopback, without TLS (the
     control plane accepts that on loopback only)."""
-    _, port = split_listen(agent_listen, "agent_listen")
-    command = [sys.executable, "-m", "llmgw.agent", "--server", f"127.0.0.1:{port}", "--insecure"]
+    _, port = split_host_port(agent_listen)
+    command = [sys.executable, "-m", "llmgw.cli.agent", "--server", f"127.0.0.1:{port}", "--insecure"]
     command += ["--node-id", "local", "--state-dir", str(state_dir), "--log-level", "warning"]
     if model.engine_bin:
         command += ["--engine-bin", f"llamacpp={model.engine_bin}"]
@@ -167,8 +167,8 @@ def embedded_settings(environ: dict[str, str]) -> Iterator[Settings]:
 
 def describe(settings: Settings) -> str:
     """What the embedded server serves, for its first line of output."""
-    host, port = split_listen(settings.listen, "listen")
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    host, port = split_host_port(settings.listen)
+    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
     model = settings.models[0]
     kind = "the simulated model" if model.simulated else "the model"
     return f"llmgw: embedded defaults; {kind} {model.name!r} answers at http://{shown}:{port}/v1"

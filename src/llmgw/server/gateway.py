@@ -17,10 +17,12 @@ from datetime import timedelta
 from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
+from llmgw.config.router import Cors
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
 from llmgw.router.catalog_view import ModelsView
+from llmgw.router.cors import CorsPolicy
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
@@ -46,6 +48,13 @@ _UNBOUNDED_SECONDS = 10.0 * 365 * 24 * 3600
 # How many sessions affinity remembers, and for how long without a request.
 _MAX_SESSIONS = 100_000
 _SESSION_TTL_SECONDS = 3600.0
+
+
+def _cors(cors: Cors) -> CorsPolicy | None:
+    """The CORS policy, or None while no origin is allowed (CORS off)."""
+    if not cors.origins:
+        return None
+    return CorsPolicy(cors.origins, cors.allow_headers, cors.max_age.total_seconds())
 
 
 def _seconds(value: timedelta, *, zero_is_unbounded: bool = True) -> float:
@@ -136,6 +145,7 @@ class Gateway:
                 first_token=_seconds(timeouts.first_token),
                 idle=_seconds(timeouts.idle),
                 total=_seconds(timeouts.total),
+                replica_fresh=_seconds(router.stale_after),
             ),
             retries=router.retries,
             inject_usage=router.inject_usage,
@@ -158,7 +168,9 @@ class Gateway:
             self.flow,
             admission.band_header,
             trust_band_header=not settings.auth.enabled,
+            metrics=self.metrics,
             auth=auth,
+            cors=_cors(router.cors),
             clock=clock,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api)

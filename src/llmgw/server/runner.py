@@ -1,7 +1,7 @@
 """Running the gateway: its listeners in one event loop, until told to stop.
 
 The client port, the admin port and the optional metrics port are llmgw's own
-HTTP/1.1 servers (llmgw.server.http1_server) on this process's asyncio loop (uvloop),
+HTTP/1.1 servers (llmgw.http.http1_server) on this process's asyncio loop (uvloop),
 beside the background loops (scraping, accounting), so all of them share the
 gateway's state without locks.
 SIGTERM and SIGINT stop it: listeners close, requests in flight finish, usage
@@ -15,19 +15,25 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmgw.auth import AdminApi, AuthGate, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.auth import AuthGate
 from llmgw.auth.spill import spill_path
 from llmgw.config import Settings
+from llmgw.config.inert import inert_in_use
+from llmgw.config.values import split_host_port
+from llmgw.http.body_guard import BodyRules
+from llmgw.http.http1 import App, Limits
+from llmgw.http.http1_server import Http1Server
+from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
-from llmgw.server.http1 import App
-from llmgw.server.http1_server import Http1Server
-from llmgw.server.listen import split_listen
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)
@@ -37,9 +43,22 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
 
 
-def _server(app: App, address: str, field: str, max_connections: int) -> Http1Server:
-    host, port = split_listen(address, field)
-    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048)
+def _server(app: App, address: str, max_connections: int, limits: Limits | None = None) -> Http1Server:
+    host, port = split_host_port(address)  # checked when the settings loaded
+    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048, limits=limits)
+
+
+def client_limits(settings: Settings) -> Limits:
+    """The client port's limits: its body deadline, rate and memory from `router`."""
+    router = settings.router
+    return Limits(
+        body=BodyRules(
+            timeout_s=router.timeouts.body.total_seconds(),
+            min_rate=router.timeouts.body_min_rate,
+            memory_bytes=router.max_body_memory_bytes,
+            max_body_bytes=router.max_body_bytes,
+        )
+    )
 
 
 def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
@@ -47,41 +66,70 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
     already refused an admin address off loopback without admin_remote); only the
     client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, "listen", settings.max_connections),
-        _server(gateway.admin, settings.admin_listen, "admin_listen", 0),
+        _server(gateway.app, settings.listen, settings.max_connections, client_limits(settings)),
+        _server(gateway.admin, settings.admin_listen, 0),
     ]
     if settings.metrics_listen:
-        servers.append(_server(gateway.metrics_app, settings.metrics_listen, "metrics_listen", 0))
+        servers.append(_server(gateway.metrics_app, settings.metrics_listen, 0))
     return servers
 
 
 @dataclass(frozen=True)
 class Tenancy:
-    """What auth brings to a server: its store, the gate and the admin API."""
+    """What the store brings to a server: the store itself, the admin API and, with auth
+    on, the gate."""
 
     store: Store
-    gate: AuthGate
+    gate: AuthGate | None
     api: AdminApi
 
 
+def needs_store(settings: Settings) -> bool:
+    """Auth keeps keys and usage in the store; the control plane its runtime catalog,
+    lease and secret. A router-only server without auth has nothing to keep."""
+    return settings.auth.enabled or settings.control_plane_mode
+
+
+@contextlib.contextmanager
+def _run_directory(settings: Settings, config_dir: Path | None) -> Iterator[Path | None]:
+    """Where the defaults of the store and the admin token live: beside the configuration,
+    or in the service's state directory. A server given neither (the embedded defaults)
+    gets a directory for this run only, removed as it stops, rather than writing into
+    whatever directory it was started from."""
+    if config_dir is not None or os.environ.get("STATE_DIRECTORY") or not needs_store(settings):
+        yield config_dir
+        return
+    if settings.auth.store and settings.admin_token_file:
+        yield config_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="llmgw-server-") as folder:
+        yield Path(folder)
+
+
 @contextlib.asynccontextmanager
-async def _auth(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
-    """With auth on: the store opened (and upgraded), the gate started with every key
-    read, and the admin API behind its token; all closed again on the way out."""
-    if not settings.auth.enabled:
+async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
+    """With auth on or a control plane: the store opened (and upgraded) and the admin API
+    behind its token; with auth on, the gate started with every key read too. All closed
+    again on the way out."""
+    if not needs_store(settings):
         yield None
         return
-    store = await Store.open(settings.auth.store)
+    state_directory = os.environ.get("STATE_DIRECTORY")
+    location = settings.effective_store(config_dir, state_directory)
+    store = await Store.open(location)
     try:
-        gate = AuthGate(settings, store, spill=spill_path(os.environ.get("STATE_DIRECTORY"), config_dir))
-        await gate.start()
+        spill = spill_path(state_directory, config_dir)
+        gate = AuthGate(settings, store, spill=spill) if settings.auth.enabled else None
+        if gate is not None:
+            await gate.start()
         try:
-            token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))
+            token_file = settings.effective_admin_token_file(config_dir, state_directory)
             token = admin_token.load_or_create(token_file)
             log.info("admin API on %s/api; its token is in %s", settings.admin_listen, token_file)
             yield Tenancy(store, gate, AdminApi(settings, store, token, gate))
         finally:
-            await gate.close()
+            if gate is not None:
+                await gate.close()
     finally:
         await store.close()
 
@@ -95,9 +143,18 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with _auth(settings, config_dir) as tenancy:
+    with _run_directory(settings, config_dir) as run_dir:
+        await _serve(settings, stop, run_dir)
+
+
+async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
+    async with _tenancy(settings, config_dir) as tenancy:
         api = tenancy.api if tenancy is not None else None
         gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        if api is not None:
+            # The report follows the catalog in force, runtime changes included.
+            api.inert = lambda: inert_in_use(settings, gateway.catalog)
+            api.router = RouterRoutes(gateway.endpoints, gateway.clock)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()

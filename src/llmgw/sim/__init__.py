@@ -8,8 +8,8 @@ token blocks, prefill and decode costs, and faults chosen explicitly. The model 
 and clock-injected (`scheduler`, `prefix_cache`, `cost`, `tokenizer`, `textgen`); the
 HTTP layer (`app`, `routes_*`) only drives it.
 
-Start one with `llmgw sim-engine` or `python -m llmgw.sim`; from tests, with
-`llmgw.sim.testing.start_sim_engine`, or in-process with `create_app(SimState.build(...))`.
+Start one with `llmgw sim-engine` or `python -m llmgw.cli.sim`; from tests, with
+`llmgw.testing.sim.start_sim_engine`, or in-process with `create_app(SimState.build(...))`.
 """
 
 from __future__ import annotations

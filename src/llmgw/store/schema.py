@@ -177,7 +177,7 @@ gateways = sa.Table(
 )
 
 # The control planes' leader lease (added by migration 0003): one row per lease name,
-# claimed and renewed by a single upsert (llmgw.control.lease). `term` grows by one
+# claimed and renewed by a single upsert (llmgw.store.lease). `term` grows by one
 # whenever the holder changes, so orders stamped with it can be fenced.
 control_lease = sa.Table(
     "control_lease",
@@ -190,7 +190,7 @@ control_lease = sa.Table(
 )
 
 # Runtime catalog changes (added by migration 0003), laid over the configuration's
-# `models:` by name (llmgw.control.catalog_store). `definition` is the model as the
+# `models:` by name (llmgw.store.catalog_store). `definition` is the model as the
 # operator wrote it (YAML or JSON); NULL is a tombstone: the configuration's model of
 # that name is removed.
 catalog_models = sa.Table(
@@ -203,7 +203,7 @@ catalog_models = sa.Table(
 )
 
 # The replica set the leading control plane publishes (added by migration 0004), read by
-# the other servers so their routers reach the replicas too (llmgw.control.replica_table).
+# the other servers so their routers reach the replicas too (llmgw.control.tables.replica_table).
 # One row per routable replica, all rewritten together by the leader and stamped with its
 # lease term. An engine's API key is not kept: every server derives it from the
 # cluster's secret and the replica id.
@@ -223,7 +223,7 @@ control_replicas = sa.Table(
 
 # What each server's router saw of each model (added by migration 0005): when it was last
 # asked for and since when a request has waited for it (NULL: none waits), so the leader
-# plans with the demand of every server, not only its own (llmgw.control.demand_table).
+# plans with the demand of every server, not only its own (llmgw.control.tables.demand_table).
 # Times are the database's clock; `updated_at` shows the server alive.
 control_demand = sa.Table(
     "control_demand",
@@ -236,7 +236,7 @@ control_demand = sa.Table(
 )
 
 # Secrets shared by every server of the store (added by migration 0005), one row per name,
-# made once by the first server that needs it (llmgw.control.cluster_secret). The engine
+# made once by the first server that needs it (llmgw.store.cluster_secret). The engine
 # keys of the control plane's replicas are derived from the "engine" one.
 cluster_secrets = sa.Table(
     "cluster_secrets",

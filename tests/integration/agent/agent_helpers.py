@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from llmgw.agent.inventory import Inventory
-from llmgw.agent.protocol import ProfileSpec
 from llmgw.agent.state import StateDir, is_same_process
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import ProfileSpec
 
 PORT_RANGE = (21000, 21999)
 """Engines' ports in these tests, away from the sims other suites start on port 0."""
@@ -108,11 +108,11 @@ def launch_agent(
     full_cli: bool = False,
 ) -> AgentProcess:
     """Starts an agent against `server`, its output in a file under `tmp`: `python -m
-    llmgw.agent`, the same command as `llmgw agent` (`full_cli`) without importing all of
+    llmgw.cli.agent`, the same command as `llmgw agent` (`full_cli`) without importing all of
     llmgw's other commands, which on a busy machine takes seconds."""
     state = state_dir or tmp / f"state-{node_id}"
     log_path = tmp / f"agent-{node_id}-{len(started)}.log"
-    entry = ["-m", "llmgw", "agent"] if full_cli else ["-m", "llmgw.agent"]
+    entry = ["-m", "llmgw", "agent"] if full_cli else ["-m", "llmgw.cli.agent"]
     command = [sys.executable, *entry, "--server", server, "--node-id", node_id]
     command += ["--state-dir", str(state), "--log-level", "debug"]
     if insecure:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from agent_helpers import PORT_RANGE, AgentProcess, AgentStarter, kill_engines, launch_agent
 
-from llmgw.agent.protocol import NodeSettings
-from llmgw.agent.testing import FakeControlPlane
+from llmgw.protocol.messages import NodeSettings
+from llmgw.testing.agent import FakeControlPlane
 
 
 def _control() -> FakeControlPlane:

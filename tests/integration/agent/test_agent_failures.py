@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from agent_helpers import AgentProcess, AgentStarter, pid_alive, sim_profile
 
-from llmgw.agent.protocol import (
+from llmgw.catalog.parts import Origin, OriginFile
+from llmgw.protocol.messages import (
     FetchProgress,
     ProfileSpec,
     ReplicaState,
@@ -27,8 +28,7 @@ from llmgw.agent.protocol import (
     StartReplica,
     StopReplica,
 )
-from llmgw.agent.testing import FakeControlPlane
-from llmgw.catalog.parts import Origin, OriginFile
+from llmgw.testing.agent import FakeControlPlane
 
 ENDED = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 STUB = Path(__file__).parent / "engine_stub.py"
@@ -86,7 +86,7 @@ def test_a_killed_engine_is_reported_with_its_log_and_not_restarted(
     assert crashed.exit_code == -signal.SIGKILL
     assert "signal 9" in crashed.detail
     assert crashed.log_tail, "the log's tail comes with the crash"
-    assert any("llmgw.sim" in line for line in crashed.log_tail), crashed.log_tail
+    assert any("-m llmgw.cli.sim" in line for line in crashed.log_tail), crashed.log_tail
     # Two heartbeats later it is still crashed, and nothing started in its place.
     beats = len(module_control.agent("n1").heartbeats)
     module_control.wait_for(lambda cp: len(cp.agent("n1").heartbeats) >= beats + 2, 10, "two heartbeats")

@@ -12,7 +12,8 @@ import aiohttp
 from agent_helpers import small_inventory
 
 from llmgw.agent.node import Node, NodeConfig
-from llmgw.agent.protocol import (
+from llmgw.agent.weights import Progress, WeightsPlan
+from llmgw.protocol.messages import (
     AgentMessage,
     Error,
     ProfileSpec,
@@ -21,7 +22,6 @@ from llmgw.agent.protocol import (
     StartReplica,
     StopReplica,
 )
-from llmgw.agent.weights import Progress, WeightsPlan
 
 
 class HeldFetcher:

@@ -9,8 +9,8 @@ import signal
 
 from agent_helpers import PORT_RANGE, AgentStarter, pid_alive, sim_profile
 
-from llmgw.agent.protocol import NodeSettings, ReplicaState, ReplicaStatus, StartReplica, StopReplica
-from llmgw.agent.testing import FakeControlPlane
+from llmgw.protocol.messages import NodeSettings, ReplicaState, ReplicaStatus, StartReplica, StopReplica
+from llmgw.testing.agent import FakeControlPlane
 
 ENDED = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from agent_helpers import PORT_RANGE, AgentProcess, AgentStarter, clean_env, pid_alive, sim_profile
 
-from llmgw.agent.protocol import ReplicaStatus, StartReplica, StopReplica
-from llmgw.agent.testing import FakeControlPlane
-from llmgw.router.engine_load import NAMES_BY_ENGINE, read_load
-from llmgw.sim.testing import http_status
+from llmgw.engines.load import NAMES_BY_ENGINE, read_load
+from llmgw.protocol.messages import ReplicaStatus, StartReplica, StopReplica
+from llmgw.testing.agent import FakeControlPlane
+from llmgw.testing.sim import http_status
 
 READY = {ReplicaStatus.READY, ReplicaStatus.FAILED, ReplicaStatus.CRASHED}
 
@@ -61,7 +61,7 @@ def test_a_sim_replica_starts_serves_and_stops(module_control: FakeControlPlane,
     assert answer.status_code == 200
     assert os.getpgid(ready.pid) == ready.pid, "the engine leads a process group of its own"
     log = agent.state_dir / "replicas" / "r1" / "engine.log"
-    assert "llmgw.sim" in log.read_text()
+    assert "-m llmgw.cli.sim" in log.read_text()
     assert (agent.state_dir / "replicas" / "r1" / "replica.json").exists()
 
     module_control.send("n1", StopReplica(replica_id="r1"))

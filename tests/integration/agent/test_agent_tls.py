@@ -20,11 +20,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from llmgw.agent.protocol import AGENT_PATH, Register, decode_from_control, encode
-from llmgw.agent.testing import FakeControlPlane
-from llmgw.agent.tls import agent_listener, client_context, server_context
 from llmgw.config.tls import TLS
 from llmgw.errors import AgentError, ConfigError
+from llmgw.protocol.messages import AGENT_PATH, Register, decode_from_control, encode
+from llmgw.protocol.tls import agent_listener, client_context, server_context
+from llmgw.testing.agent import FakeControlPlane
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,9 @@ def test_the_agent_port_is_tls_or_explicitly_plaintext_on_loopback(pki: Pki) -> 
     assert (plain.host, plain.port, plain.ssl) == ("127.0.0.1", 7443, None)
     assert agent_listener("10.0.0.5:7443", TLS(), insecure=True).host == "10.0.0.5"
     secure = agent_listener(":7443", pki.tls(), insecure=True)
-    assert secure.host == "0.0.0.0"
+    assert secure.host == ""  # every interface, IPv4 and IPv6, as the seed's ":7443" means
+    with pytest.raises(ConfigError, match=r"agent_listen: '7443' has no port"):
+        agent_listener("7443", pki.tls(), insecure=True)
     assert secure.ssl is not None
     assert secure.ssl.verify_mode == ssl.CERT_REQUIRED
 

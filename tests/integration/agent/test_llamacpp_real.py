@@ -21,9 +21,9 @@ import pytest
 from agent_helpers import AgentStarter, pid_alive
 
 from llmgw.agent.binaries import find_llama_server
-from llmgw.agent.protocol import ProfileSpec, ReplicaStatus, StartReplica, StopReplica
-from llmgw.agent.testing import FakeControlPlane
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
+from llmgw.protocol.messages import ProfileSpec, ReplicaStatus, StartReplica, StopReplica
+from llmgw.testing.agent import FakeControlPlane
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 
 pytestmark = pytest.mark.slow
 

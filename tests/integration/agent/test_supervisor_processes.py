@@ -19,12 +19,12 @@ import aiohttp
 from agent_helpers import pid_alive
 
 from llmgw.agent.logs import LogPolicy, rotated
-from llmgw.agent.protocol import ReplicaState, ReplicaStatus
 from llmgw.agent.state import StateDir
 from llmgw.agent.supervisor import Supervisor
 from llmgw.engines.launch import Launch
-from llmgw.router.engine_load import NAMES_BY_ENGINE
-from llmgw.server.testing import free_port
+from llmgw.engines.load import NAMES_BY_ENGINE
+from llmgw.protocol.messages import ReplicaState, ReplicaStatus
+from llmgw.testing.server import free_port
 
 STUB = Path(__file__).parent / "engine_stub.py"
 WAIT_S = 30.0

@@ -13,9 +13,11 @@ import signal
 import sys
 from pathlib import Path
 
-from llmgw.auth import AdminApi, AuthGate, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.auth import AuthGate
 from llmgw.config import Settings
-from llmgw.server.http1_server import Http1Server
+from llmgw.http.http1_server import Http1Server
 from llmgw.store import Store
 
 

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmgw.cli.main import app
-from llmgw.server.testing import free_port
+from llmgw.testing.server import free_port
 
 SERVER = Path(__file__).with_name("admin_server.py")
 

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmgw.server.testing import GatewayProcess, running_gateway
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.server import GatewayProcess, running_gateway
+from llmgw.testing.sim import SimEngineProcess
 from support.sims import endpoint, sim
 
 CHAT = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}

@@ -19,8 +19,8 @@ import httpx
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, free_port, running_gateway
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.server import GatewayProcess, free_port, running_gateway
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 from support.sims import endpoint
 
 WAIT_S = 20.0

@@ -13,9 +13,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from llmgw.control.lease import LeaseTable
 from llmgw.store import Scope, Store, migrate, schema
 from llmgw.store.engine import create_engine
+from llmgw.store.lease import LeaseTable
 
 T = 1_800_000_123.0  # a time inside a five-minute bucket that starts at 1_800_000_000
 

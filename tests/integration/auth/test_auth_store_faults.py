@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess
 from support.sims import endpoint, sim
 
 WAIT_S = 60.0

@@ -1,5 +1,5 @@
 """A real `llmgw server` with its control plane on, real agents (`python -m
-llmgw.agent`) dialling it on loopback, and sim engines they start on its orders.
+llmgw.cli.agent`) dialling it on loopback, and sim engines they start on its orders.
 
 What a test observes is what a user could: chat answers through the gateway's OpenAI
 port, and the engines each agent runs, read from its state directory (the replica
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import httpx
 
 from llmgw.agent.state import StateDir, is_same_process
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 
 T = TypeVar("T")
 PORT_RANGE = (22000, 22999)
@@ -88,7 +88,7 @@ def server_config(agent_port: int, *models: dict[str, Any], **control: Any) -> d
 
 @dataclass
 class Agent:
-    """A running `python -m llmgw.agent`."""
+    """A running `python -m llmgw.cli.agent`."""
 
     node_id: str
     process: subprocess.Popen[bytes]
@@ -153,7 +153,7 @@ class Cluster:
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
         server = servers or f"127.0.0.1:{self.agent_port}"
-        command = [sys.executable, "-m", "llmgw.agent", "--server", server]
+        command = [sys.executable, "-m", "llmgw.cli.agent", "--server", server]
         command += ["--node-id", node_id, "--state-dir", str(state), "--insecure", "--log-level", "debug"]
         if labels:
             command += ["--labels", labels]

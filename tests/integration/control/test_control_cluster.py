@@ -62,9 +62,10 @@ def test_a_killed_agent_keeps_its_replica_routed_until_lost_then_it_is_placed_el
 def test_a_restarted_control_plane_adopts_running_replicas_without_restarting_them(
     three: Cluster,
 ) -> None:
-    # Agents back off up to 8 s between dials here; the plane waits unreachable_after
-    # for them before placing anything.
-    three.start_server(sim_model("chat", min=2), unreachable_after="10s", lost_after="20s")
+    # The plane waits unreachable_after for known agents before placing anything. Agents
+    # back off up to 8 s between dials, and on a loaded machine the restarted server takes
+    # several seconds more to open its agent port, so the wait is given room for both.
+    three.start_server(sim_model("chat", min=2), unreachable_after="30s", lost_after="60s")
     before = wait_for(
         lambda: (e := three.engines("chat")) and sum(len(r) for r in e.values()) == 2 and e,
         90,
@@ -72,7 +73,7 @@ def test_a_restarted_control_plane_adopts_running_replicas_without_restarting_th
     )
     assert three.chat("chat").status_code == 200
     three.server.stop()
-    three.start_server(sim_model("chat", min=2), unreachable_after="10s", lost_after="20s")
+    three.start_server(sim_model("chat", min=2), unreachable_after="30s", lost_after="60s")
     answer = three.chat("chat")
     assert answer.status_code == 200, answer.text
     for agent in three.agents.values():

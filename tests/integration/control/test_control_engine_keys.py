@@ -1,8 +1,9 @@
 """Engines started by the control plane demand their replica's key, and the gateway
 sends it: a request straight to the engine without the key (or with another one) is
 refused with 401 while the same request through the gateway is answered. The key comes
-from the cluster's secret, kept beside the admin token, so a server restarted on the
-same configuration still reaches the engine it adopts (same process, no restart)."""
+from the cluster's secret, kept in the server's store (with auth off, the SQLite file
+beside the admin token), so a server restarted on the same configuration still reaches
+the engine it adopts (same process, no restart)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from control_helpers import Cluster, cluster, server_config, sim_model, wait_for
 
 from llmgw.agent.state import StateDir
-from llmgw.server.testing import start_gateway
+from llmgw.testing.server import start_gateway
 
 pytestmark = pytest.mark.slow
 
@@ -56,9 +57,9 @@ def test_an_engine_refuses_callers_without_its_key_and_a_restarted_server_still_
         url = _engine_url(c)
         assert _straight(url, None) == 401, "an engine answered a caller without its key"
         assert _straight(url, "not-the-key") == 401
-        secret = token_file.parent / "cluster-secret"
-        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
-        kept = secret.read_text()
+        store = token_file.parent / "llmgw.db"
+        assert stat.S_IMODE(store.stat().st_mode) == 0o600  # it holds the cluster's secret
+        assert not (token_file.parent / "cluster-secret").exists()  # kept in the store instead
 
         c.server.stop()
         c.servers.append(start_gateway(config, timeout=60))
@@ -69,4 +70,3 @@ def test_an_engine_refuses_callers_without_its_key_and_a_restarted_server_still_
             pause=0.3,
         )
         assert c.engines("chat") == engines, "the engine was restarted instead of adopted"
-        assert secret.read_text() == kept

@@ -37,7 +37,7 @@ import pytest
 from control_helpers import Cluster, WaitTimeout, cluster, server_config, sim_model, wait_for
 from sqlalchemy.engine import make_url
 
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

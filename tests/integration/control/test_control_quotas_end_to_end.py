@@ -20,8 +20,8 @@ from control_helpers import FAST_SIM, cluster, server_config, wait_for
 from typer.testing import CliRunner
 
 from llmgw.cli.main import app
-from llmgw.server.testing import start_gateway
 from llmgw.store import Scope, Store
+from llmgw.testing.server import start_gateway
 
 # Four H100s as `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` prints them.
 SMI_QUERY = "".join(

@@ -14,7 +14,7 @@ import httpx
 import yaml
 from control_helpers import cluster, server_config, sim_model, wait_for
 
-from llmgw.server.testing import start_gateway
+from llmgw.testing.server import start_gateway
 
 
 def _ctl(admin_url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:

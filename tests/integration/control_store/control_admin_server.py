@@ -15,16 +15,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmgw.agent.inventory import GPU, Inventory
-from llmgw.auth import AdminApi, admin_token
+from llmgw.admin import token as admin_token
+from llmgw.admin.api import AdminApi
+from llmgw.admin.control_routes import ControlRoutes
 from llmgw.catalog import Catalog
 from llmgw.config import load_settings
-from llmgw.control.admin import ControlRoutes
-from llmgw.control.catalog_store import CatalogStore
-from llmgw.control.cluster import Assignment, NodeView, ReplicaView
-from llmgw.control.lease import LeaderLease, LeaseTable
-from llmgw.server.http1_server import Http1Server
+from llmgw.control.decisions.cluster import Assignment, NodeView, ReplicaView
+from llmgw.http.http1_server import Http1Server
+from llmgw.protocol.inventory import GPU, Inventory
 from llmgw.store import Store
+from llmgw.store.catalog_store import CatalogStore
+from llmgw.store.lease import LeaderLease, LeaseTable
 
 GB = 1024**3
 SINCE = 1_800_000_000.0

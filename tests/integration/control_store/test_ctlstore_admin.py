@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from llmgw.cli.main import app
 from llmgw.core.yamlio import dump_yaml
-from llmgw.server.testing import free_port
+from llmgw.testing.server import free_port
 from support.control_store import CHAT, SMALL, Definition, definition
 
 SERVER = Path(__file__).with_name("control_admin_server.py")
@@ -281,3 +281,49 @@ def test_a_model_name_with_a_slash_works_on_every_route(admin: Admin) -> None:
     assert status == 200
     status, answer = admin.request("DELETE", "/api/control/models/org/chat-70b")
     assert (status, answer["result"]) == (200, "removed")
+
+
+def test_ctl_tables_fit_80_columns_and_wide_shows_every_value_whole(admin: Admin) -> None:
+    """At COLUMNS=80 no header is cut and no line is wider; --wide adds who changed a
+    model and when, each value on one line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMGW_")}
+    connect = ["--admin", admin.url, "--token-file", str(admin.token_file)]
+
+    def ctl(*args: str) -> str:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("llmgw")), "ctl", *args, *connect],
+            capture_output=True,
+            text=True,
+            env={**env, "COLUMNS": "80"},
+            timeout=60,
+            check=True,
+        )
+        return done.stdout
+
+    headers = {
+        "models": ["name", "origin", "class", "min", "max", "live", "ready", "replicas"],
+        "nodes": ["id", "status", "hostname", "gpus", "cpu cores", "memory GB", "disk free GB", "labels"],
+        "replicas": ["id", "model", "profile", "phase", "since", "nodes"],
+    }
+    for command, words in headers.items():
+        shown = ctl(command)
+        assert max(len(line) for line in shown.splitlines()) <= 80, shown
+        assert "…" not in shown, shown
+        for word in " ".join(words).split():
+            assert word in shown, f"{command}: header word {word!r} lost:\n{shown}"
+    assert "updated" not in ctl("models")
+    status, _ = admin.request(
+        "POST", "/api/control/models", dump_yaml(definition(BIG, name="wide-one")).encode()
+    )
+    assert status == 201
+    try:
+        wide = ctl("models", "--wide")
+        assert "updated by" in wide
+        _, models = admin.request("GET", "/api/control/models")
+        [row] = [m for m in models["data"] if m["name"] == "wide-one"]
+        assert row["updated_by"] in wide, wide  # whole, on one line
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row["updated_at"])) + "Z"
+        assert stamp in wide, wide
+        assert "…" not in wide
+    finally:
+        admin.request("DELETE", "/api/control/models/wide-one")

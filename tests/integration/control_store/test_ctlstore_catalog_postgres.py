@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from llmgw.catalog import Catalog
-from llmgw.control.catalog_store import CatalogStore, RuntimeCatalog
-from llmgw.control.catalog_watch import CatalogWatcher
+from llmgw.control.runtime.catalog_watch import CatalogWatcher
 from llmgw.core.yamlio import dump_yaml
 from llmgw.errors import CatalogError, StoreConflict
 from llmgw.store import Store
+from llmgw.store.catalog_store import CatalogStore, RuntimeCatalog
 from support.control_store import CHAT, SMALL, definition, settings
 
 CONFIG = settings(SMALL)

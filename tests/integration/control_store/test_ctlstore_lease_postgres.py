@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from llmgw.control.lease import LeaderLease, LeaseTable
 from llmgw.store import Store
+from llmgw.store.lease import LeaderLease, LeaseTable
 from support.control_store import ManualClock
 
 TTL = timedelta(seconds=15)

@@ -14,14 +14,14 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from llmgw.control.catalog_store import CatalogStore
-from llmgw.control.cluster_secret import stored_secret
-from llmgw.control.demand import Asked
-from llmgw.control.demand_table import DemandTable
-from llmgw.control.lease import LeaseTable
+from llmgw.control.decisions.demand import Asked
+from llmgw.control.tables.demand_table import DemandTable
 from llmgw.core.yamlio import dump_yaml
 from llmgw.store import Scope, Store, migrate, schema
+from llmgw.store.catalog_store import CatalogStore
+from llmgw.store.cluster_secret import stored_secret
 from llmgw.store.engine import create_engine
+from llmgw.store.lease import LeaseTable
 from support.control_store import SMALL, definition, settings
 
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, free_port, start_gateway
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.sim import SimEngineProcess
 from support.clients import ClientFactory
 from support.sims import endpoint, sim
 

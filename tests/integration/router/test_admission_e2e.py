@@ -25,8 +25,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 from support.sims import endpoint
 
 pytestmark = pytest.mark.slow
@@ -84,6 +84,9 @@ def gateways(slow: SimEngineProcess) -> Iterator[dict[str, GatewayProcess | Exce
             slow,
             {"queue_ttl": "500ms"},
             router={"activation_wait": "300ms"},
+            # A model with profiles brings the control plane (no agent ever connects).
+            agent_listen=f"127.0.0.1:{free_port()}",
+            agent_insecure=True,
             models=[
                 {"name": "m"},
                 {"name": "cold", "source": "org/cold", "profiles": [{"name": "p", "gpu_class": "l4-24g"}]},

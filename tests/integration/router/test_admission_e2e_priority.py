@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 from support.sims import endpoint
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.server import GatewayProcess, start_gateway
+from llmgw.testing.sim import SimEngineProcess
 from support.clients import ClientFactory
 from support.sims import endpoint, set_fault, sim, sim_state
 
@@ -79,12 +79,12 @@ def test_error_status_is_retried_on_another_replica(
         gw.stop()
 
 
-def test_every_replica_failing_is_503_with_retry_after(
-    pair: Pair,
-) -> None:
+@pytest.mark.parametrize(("fault", "code"), [("500", "upstream_unavailable"), ("503", "no_capacity")])
+def test_every_replica_failing_is_503_with_retry_after(pair: Pair, fault: str, code: str) -> None:
+    """Replicas that failed are `upstream_unavailable`; `no_capacity` is for full ones."""
     a, b = pair
-    set_fault(a, "500")
-    set_fault(b, "500")
+    set_fault(a, fault)
+    set_fault(b, fault)
     gw = gateway_for(endpoint("a", a, "m"), endpoint("b", b, "m"))
     try:
         response = httpx.post(
@@ -94,7 +94,7 @@ def test_every_replica_failing_is_503_with_retry_after(
         )
         assert response.status_code == 503
         assert int(response.headers["retry-after"]) >= 1
-        assert response.json()["error"]["code"] == "no_capacity"
+        assert response.json()["error"]["code"] == code
     finally:
         gw.stop()
 

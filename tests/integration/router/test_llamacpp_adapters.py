@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from llmgw.server.testing import GatewayProcess, start_gateway
+from llmgw.testing.server import GatewayProcess, start_gateway
 from support.clients import ClientFactory
 
 ANSWER = {

@@ -13,10 +13,10 @@ import orjson
 import uvloop
 
 from llmgw.config import settings_from_mapping
-from llmgw.router.rsgi import HTTPProtocol, ProtocolClosed, Scope
+from llmgw.http.http1 import Limits
+from llmgw.http.http1_server import Http1Server
+from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, Scope
 from llmgw.server.gateway import Gateway
-from llmgw.server.http1 import Limits
-from llmgw.server.http1_server import Http1Server
 
 App = Callable[[Any, Any], Awaitable[None]]
 WAIT_S = 10.0  # a bound on every wait, never a figure a test checks

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from sim_http_helpers import FAST
 
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from llmgw.sim.testing import running_sim_engine
+from llmgw.testing.sim import running_sim_engine
 
 
 def test_api_keys_are_required_on_v1_routes_only() -> None:

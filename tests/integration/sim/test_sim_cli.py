@@ -26,7 +26,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_python_m_llmgw_sim_help_documents_every_option() -> None:
-    result = run("-m", "llmgw.sim", "--help")
+    result = run("-m", "llmgw.cli.sim", "--help")
     assert result.returncode == 0, result.stderr
     for option in OPTIONS:
         assert option in result.stdout, option
@@ -43,7 +43,7 @@ def test_llmgw_sim_engine_help() -> None:
 
 
 def test_a_bad_value_is_one_sentence_naming_the_option_and_the_fix() -> None:
-    result = run("-m", "llmgw.sim", "--kv-blocks", "4", "--max-model-len", "1024")
+    result = run("-m", "llmgw.cli.sim", "--kv-blocks", "4", "--max-model-len", "1024")
     assert result.returncode == 2
     assert "kv_blocks" in result.stderr
     assert "at least 64" in result.stderr
@@ -55,7 +55,7 @@ def test_a_port_in_use_is_one_sentence() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run("-m", "llmgw.sim", "--port", str(port))
+        result = run("-m", "llmgw.cli.sim", "--port", str(port))
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr

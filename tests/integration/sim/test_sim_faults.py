@@ -11,7 +11,7 @@ import openai
 import pytest
 from sim_http_helpers import FAST, get_json, post_json
 
-from llmgw.sim.testing import SimEngineProcess, http_status, start_sim_engine, wait_until_ready
+from llmgw.testing.sim import SimEngineProcess, http_status, start_sim_engine, wait_until_ready
 
 CHAT = {"model": "sim-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 6}
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_http_helpers import FAST, get_json, get_text, post_json
 
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "count to ten"}], "max_tokens": 5}
 

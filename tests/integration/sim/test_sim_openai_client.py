@@ -10,7 +10,7 @@ import openai
 import pytest
 from sim_http_helpers import get_json, post_json
 
-from llmgw.sim.testing import SimEngineProcess
+from llmgw.testing.sim import SimEngineProcess
 
 MESSAGES = [
     {"role": "system", "content": "You are a terse assistant."},

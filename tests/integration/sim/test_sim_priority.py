@@ -11,7 +11,7 @@ import aiohttp
 import httpx
 from sim_http_helpers import get_json
 
-from llmgw.sim.testing import start_sim_engine
+from llmgw.testing.sim import start_sim_engine
 
 # One seat; 1 ms per prefill token, a flat 20 ms step.
 ARGS = (

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from sim_http_helpers import get_json, post_json
 
-from llmgw.sim.testing import SimEngineProcess, start_sim_engine
+from llmgw.testing.sim import SimEngineProcess, start_sim_engine
 
 # Three seats, 64 blocks of 16 tokens; 0.5 ms per prefill token and a flat 20 ms step.
 ARGS = (

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from llmgw.agent.gpu_smi import gpus_from
-from llmgw.agent.inventory import Device, Inventory
+from llmgw.protocol.inventory import Device, Inventory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -40,7 +40,7 @@ def _record(replica_id: str = "r1", **changes: object) -> ReplicaRecord:
         "ports": (20000,),
         "url": "http://127.0.0.1:20000",
         "health_url": "http://127.0.0.1:20000/health",
-        "argv": ("python", "-m", "llmgw.sim"),
+        "argv": ("python", "-m", "llmgw.cli.sim"),
         "startup_timeout": timedelta(minutes=1),
         "stop_grace": timedelta(seconds=5),
         "started_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),

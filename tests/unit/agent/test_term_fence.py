@@ -9,9 +9,10 @@ from pathlib import Path
 
 import aiohttp
 
-from llmgw.agent.inventory import Inventory
 from llmgw.agent.node import Node, NodeConfig
-from llmgw.agent.protocol import (
+from llmgw.agent.state import StateDir, TermFence
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import (
     STALE_TERM,
     AgentMessage,
     Error,
@@ -22,7 +23,6 @@ from llmgw.agent.protocol import (
     decode_from_control,
     encode,
 )
-from llmgw.agent.state import StateDir, TermFence
 
 
 def _inventory() -> Inventory:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from llmgw.auth import admin_models as m
-from llmgw.auth.admin_handlers import Handlers
+from llmgw.admin import models as m
+from llmgw.admin.handlers import Handlers
 from llmgw.config import Settings
 from llmgw.store import Store
 

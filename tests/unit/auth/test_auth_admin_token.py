@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from llmgw.auth import admin_token
+from llmgw.admin import token as admin_token
 
 
 def test_made_once_with_mode_0600(tmp_path: Path) -> None:

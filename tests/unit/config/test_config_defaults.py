@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from llmgw.config import DEFAULT_OFFLINE_CHECKSUMS, Admission, Band, Settings, load_settings
-from llmgw.control.facility import Domain, Level
+from llmgw.hardware.facility import Domain, Level
 
 S = timedelta(seconds=1)
 

@@ -83,6 +83,12 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("router.tenant_label", "dept", ("router.tenant_label:", "org, team, project or none")),
     ("router.failure_threshold", 0, ("router.failure_threshold:", "above zero")),
     ("router.max_body_bytes", 0, ("router.max_body_bytes:", "above zero")),
+    (
+        "router.max_body_memory_bytes",
+        MIB,
+        ("router.max_body_memory_bytes:", "below max_body_bytes", "raise it"),
+    ),
+    ("router.timeouts.body_min_rate", -1, ("router.timeouts.body_min_rate:", "0 or more")),
     ("router.timeouts.dial", 5, ("router.timeouts.dial:", "5s")),
     ("router.timeouts.idle", "-1s", ("router.timeouts.idle:", "negative")),
     ("router.scrape_interval", "0s", ("router.scrape_interval:", "above zero")),

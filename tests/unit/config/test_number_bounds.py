@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from llmgw.auth.admin_models import OrgBody
+from llmgw.admin.models import OrgBody
 from llmgw.config import Settings
 from llmgw.core.durations import parse_duration
 

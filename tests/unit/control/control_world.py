@@ -11,10 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llmgw.agent.inventory import GPU, Inventory, MigDevice, WeightsEntry
 from llmgw.catalog import Catalog, Model
-from llmgw.control.cluster import Assignment, ModelDemand, NodeStatus, NodeView, ReplicaPhase, ReplicaView
-from llmgw.control.plan import Plan, plan
+from llmgw.control.decisions.cluster import (
+    Assignment,
+    ModelDemand,
+    NodeStatus,
+    NodeView,
+    ReplicaPhase,
+    ReplicaView,
+)
+from llmgw.control.decisions.plan import Plan, plan
+from llmgw.protocol.inventory import GPU, Inventory, MigDevice, WeightsEntry
 
 GB = 1 << 30
 UTC_ZONE = ZoneInfo("UTC")

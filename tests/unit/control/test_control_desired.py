@@ -12,8 +12,8 @@ import pytest
 from control_world import NOW, UTC_ZONE, catalog, gpu_profile, model
 
 from llmgw.catalog import Model
-from llmgw.control.cluster import ModelDemand
-from llmgw.control.desired import DEFAULT_IDLE_TIMEOUT, desired, placeable
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.control.decisions.desired import DEFAULT_IDLE_TIMEOUT, desired, placeable
 
 NO_DEMAND = ModelDemand()
 

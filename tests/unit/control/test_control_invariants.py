@@ -12,12 +12,12 @@ from control_world import NOW, UTC_ZONE, cards, catalog, counter, gpu_profile, i
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmgw.agent.inventory import WeightsEntry
 from llmgw.catalog import Catalog
-from llmgw.control.capacity import Capacity
-from llmgw.control.cluster import ModelDemand, NodeView, ReplicaView
-from llmgw.control.placement import FITS, check, needs_of, place, score
-from llmgw.control.plan import Plan, plan
+from llmgw.control.decisions.capacity import Capacity
+from llmgw.control.decisions.cluster import ModelDemand, NodeView, ReplicaView
+from llmgw.control.decisions.placement import FITS, check, needs_of, place, score
+from llmgw.control.decisions.plan import Plan, plan
+from llmgw.protocol.inventory import WeightsEntry
 
 CLASSES = ["", "critical", "standard", "opportunistic"]
 

@@ -21,7 +21,7 @@ from control_world import (
 )
 
 from llmgw.config.control import Facility
-from llmgw.control.capacity import weights_entry
+from llmgw.control.decisions.capacity import weights_entry
 
 
 def test_profiles_are_tried_by_priority_and_fall_through_when_the_first_fits_nowhere() -> None:

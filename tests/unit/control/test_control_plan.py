@@ -19,8 +19,8 @@ from control_world import (
     replica,
 )
 
-from llmgw.control.cluster import ModelDemand
-from llmgw.control.plan import explain
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.control.decisions.plan import explain
 
 
 def stops(p: object) -> list[tuple[str, str, bool]]:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 from control_world import catalog, cpu_profile, model
 
-from llmgw.control.cluster import Assignment
-from llmgw.control.publish import (
+from llmgw.control.decisions.cluster import Assignment
+from llmgw.control.decisions.publish import (
     LORA_LABEL,
     SCHEDULING_LABEL,
     lora_ids_of,
     replica_spec,
     schedules_by_priority,
 )
-from llmgw.control.replica_table import StoredReplica
-from llmgw.control.replicas import Part, ReplicaRecord
+from llmgw.control.decisions.replicas import Part, ReplicaRecord
+from llmgw.control.tables.replica_table import StoredReplica
 from llmgw.engines.llamacpp import adapter_ids
 from llmgw.router.endpoints import EndpointSpec
 

@@ -8,8 +8,8 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-from llmgw.control.quota_watch import QuotaWatch, read_quotas
-from llmgw.control.quotas import NO_QUOTAS, Quotas
+from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
+from llmgw.control.runtime.quota_watch import QuotaWatch, read_quotas
 from llmgw.store import Scope, Store
 
 

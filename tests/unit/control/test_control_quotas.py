@@ -18,9 +18,9 @@ from control_world import (
     replica,
 )
 
-from llmgw.control.capacity import Capacity
-from llmgw.control.cluster import ModelDemand
-from llmgw.control.quotas import Quotas, chain
+from llmgw.control.decisions.capacity import Capacity
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.control.decisions.quotas import Quotas, chain
 
 TREE = {"project:p": "team:t", "team:t": "org:o", "team:u": "org:o"}
 

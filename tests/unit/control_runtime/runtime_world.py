@@ -11,14 +11,14 @@ from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llmgw.agent.inventory import Inventory
-from llmgw.agent.protocol import ControlMessage, ReplicaState, ReplicaStatus, StartReplica, StopReplica
 from llmgw.catalog import Catalog, Model
-from llmgw.control.backoff import Backoff
-from llmgw.control.nodes import NodeRegistry
-from llmgw.control.publish import Publisher
-from llmgw.control.reconciler import Reconciler, ReconcileRules
-from llmgw.control.replicas import ReplicaBook
+from llmgw.control.decisions.backoff import Backoff
+from llmgw.control.decisions.nodes import NodeRegistry
+from llmgw.control.decisions.publish import Publisher
+from llmgw.control.decisions.replicas import ReplicaBook
+from llmgw.control.runtime.reconciler import Reconciler, ReconcileRules
+from llmgw.protocol.inventory import Inventory
+from llmgw.protocol.messages import ControlMessage, ReplicaState, ReplicaStatus, StartReplica, StopReplica
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.upstream import UpstreamClient
 

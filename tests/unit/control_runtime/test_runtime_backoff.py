@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmgw.control.backoff import Backoff
+from llmgw.control.decisions.backoff import Backoff
 
 
 def test_each_failure_in_a_row_doubles_the_wait_up_to_the_maximum() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from llmgw.config import Settings
-from llmgw.control.cluster_secret import file_secret, secret_file, stored_secret
-from llmgw.control.orders import engine_key
+from llmgw.control.decisions.orders import engine_key
 from llmgw.errors import ConfigError
 from llmgw.server.control import engine_secret
 from llmgw.store import Store
+from llmgw.store.cluster_secret import file_secret, secret_file, stored_secret
 
 
 def test_the_first_server_to_ask_makes_the_stores_secret_and_every_other_reads_it(tmp_path: Path) -> None:

@@ -16,15 +16,15 @@ from zoneinfo import ZoneInfo
 
 from runtime_world import Clock, catalog, sim_model
 
-from llmgw.agent.protocol import NodeSettings
-from llmgw.control.cluster import ModelDemand
-from llmgw.control.demand import Asked, ServerDemand, changed_reports, merge_demand, on_local_clock
-from llmgw.control.demand_sync import DemandSync, silent_after
-from llmgw.control.demand_table import DemandTable
-from llmgw.control.lease import LeaderLease, LeaseTable
-from llmgw.control.plane import ControlPlane, PlaneConfig
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.control.decisions.demand import Asked, ServerDemand, changed_reports, merge_demand, on_local_clock
+from llmgw.control.runtime.demand_sync import DemandSync, silent_after
+from llmgw.control.runtime.plane import ControlPlane, PlaneConfig
+from llmgw.control.tables.demand_table import DemandTable
+from llmgw.protocol.messages import NodeSettings
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.store import Store
+from llmgw.store.lease import LeaderLease, LeaseTable
 from llmgw.upstream import UpstreamClient
 
 NOW = 10_000.0

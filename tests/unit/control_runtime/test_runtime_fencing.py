@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 from runtime_world import catalog, sim_model, world
 
-from llmgw.agent.protocol import ReplicaStatus
-from llmgw.control.cluster import ModelDemand
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.protocol.messages import ReplicaStatus
 
 READY = ReplicaStatus.READY
 

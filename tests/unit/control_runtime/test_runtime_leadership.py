@@ -21,7 +21,10 @@ from runtime_world import Clock, catalog, inventory, sim_model
 
 from llmgw.agent.client import AgentLink, round_delay
 from llmgw.agent.node import Node, NodeConfig
-from llmgw.agent.protocol import (
+from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.plane import ControlPlane, PlaneConfig
+from llmgw.control.tables.replica_table import ReplicaTable, servable
+from llmgw.protocol.messages import (
     Error,
     FetchProgress,
     Heartbeat,
@@ -30,12 +33,9 @@ from llmgw.agent.protocol import (
     ReplicaState,
     ReplicaStatus,
 )
-from llmgw.control.hub import AgentHub
-from llmgw.control.lease import LeaseTable
-from llmgw.control.plane import ControlPlane, PlaneConfig
-from llmgw.control.replica_table import ReplicaTable, servable
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
 from llmgw.store import Store
+from llmgw.store.lease import LeaseTable
 from llmgw.upstream import UpstreamClient
 
 WAIT_S = 10.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime_world import Clock, inventory
 
-from llmgw.control.nodes import NodeRegistry, node_status
+from llmgw.control.decisions.nodes import NodeRegistry, node_status
 
 
 def registry(clock: Clock) -> NodeRegistry:

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from runtime_world import catalog, sim_model
 
-from llmgw.control.cluster import Assignment
-from llmgw.control.orders import engine_key, rendezvous_port, start_order, stop_order
-from llmgw.control.replicas import ReplicaBook
+from llmgw.control.decisions.cluster import Assignment
+from llmgw.control.decisions.orders import engine_key, rendezvous_port, start_order, stop_order
+from llmgw.control.decisions.replicas import ReplicaBook
 
 
 def test_a_start_order_carries_the_resolved_profile_and_the_engine_key() -> None:

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from runtime_world import catalog, sim_model, world
 
-from llmgw.agent.protocol import ReplicaStatus
-from llmgw.control.cluster import ModelDemand
+from llmgw.control.decisions.cluster import ModelDemand
+from llmgw.protocol.messages import ReplicaStatus
 
 READY = ReplicaStatus.READY
 

@@ -15,11 +15,11 @@ import pytest
 
 from llmgw.catalog import Catalog
 from llmgw.config import Settings, settings_from_yaml
-from llmgw.control.catalog_store import CatalogStore, StoredModel, layer, parse_definition
-from llmgw.control.catalog_watch import CatalogWatcher
+from llmgw.control.runtime.catalog_watch import CatalogWatcher
 from llmgw.core.yamlio import dump_yaml
 from llmgw.errors import CatalogError, ConfigError, StoreConflict, StoreMissing
 from llmgw.store import Store
+from llmgw.store.catalog_store import CatalogStore, StoredModel, layer, parse_definition
 from support.control_store import CHAT, SMALL, Definition, ManualClock, definition, settings
 
 BIG: Definition = {

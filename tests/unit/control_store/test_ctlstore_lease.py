@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from llmgw.control.lease import LeaderLease, LeaseTable, new_holder_id, renew_interval, still_leading
 from llmgw.store import Store
+from llmgw.store.lease import LeaderLease, LeaseTable, new_holder_id, renew_interval, still_leading
 from support.control_store import ManualClock
 
 TTL = timedelta(seconds=15)

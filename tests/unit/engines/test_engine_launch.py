@@ -10,8 +10,8 @@ import pytest
 from llmgw.engines import EngineAdapter, EngineProfile, LaunchContext, PortNeeds, ports_needed
 from llmgw.engines.launch import flag_of, layered_env, profile_sets, profile_value
 from llmgw.engines.launchers import LAUNCHERS, launch_for
+from llmgw.engines.load import NAMES_BY_ENGINE
 from llmgw.errors import ConfigError
-from llmgw.router.engine_load import NAMES_BY_ENGINE
 
 
 def _profile(engine: str, **changes: object) -> EngineProfile:

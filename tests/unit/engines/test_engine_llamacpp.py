@@ -10,8 +10,8 @@ import pytest
 from engine_flags import FIXTURES, unknown_flags
 
 from llmgw.engines import EngineAdapter, EngineProfile, LaunchContext, llamacpp
+from llmgw.engines.load import LLAMACPP
 from llmgw.errors import ConfigError
-from llmgw.router.engine_load import LLAMACPP
 
 _GPU = EngineProfile(
     name="l4",

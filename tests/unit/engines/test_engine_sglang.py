@@ -7,7 +7,7 @@ from dataclasses import replace
 from engine_flags import unknown_flags
 
 from llmgw.engines import EngineProfile, LaunchContext, sglang
-from llmgw.router.engine_load import SGLANG
+from llmgw.engines.load import SGLANG
 
 _PROFILE = EngineProfile(
     name="a100x2",

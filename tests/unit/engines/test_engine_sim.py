@@ -9,7 +9,7 @@ from typer.main import get_command
 
 from llmgw.cli.sim_cmd import sim_engine
 from llmgw.engines import EngineAdapter, EngineProfile, LaunchContext, sim
-from llmgw.router.engine_load import ANY
+from llmgw.engines.load import ANY
 
 _PROFILE = EngineProfile(
     name="sim",
@@ -22,7 +22,7 @@ _PROFILE = EngineProfile(
 
 def test_argv() -> None:
     launch = sim.launch(_PROFILE, LaunchContext(port=20001, host="127.0.0.1"))
-    assert launch.argv[:3] == (sys.executable, "-m", "llmgw.sim")
+    assert launch.argv[:3] == (sys.executable, "-m", "llmgw.cli.sim")
     assert launch.argv[3:] == (
         "--host",
         "127.0.0.1",

@@ -9,7 +9,7 @@ import pytest
 from engine_flags import unknown_flags
 
 from llmgw.engines import RUNTIME_LORA_ENV, EngineAdapter, EngineProfile, LaunchContext, vllm
-from llmgw.router.engine_load import VLLM
+from llmgw.engines.load import VLLM
 
 _PROFILE = EngineProfile(
     name="h100x2",

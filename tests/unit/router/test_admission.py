@@ -11,10 +11,10 @@ from flow_rig import BANDS, BRONZE, GOLD, PLATINUM, SILVER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmgw.engines.load import EngineLoad
 from llmgw.router.admission import BandRule, may_admit, p99, saturation, shed_band
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import Endpoint, EndpointSpec
-from llmgw.router.engine_load import EngineLoad
 from llmgw.router.scoring import ScoringTargets
 from llmgw.upstream import UpstreamClient
 

@@ -8,6 +8,7 @@ import math
 import pytest
 from flow_rig import BANDS, BRONZE, GOLD, PLATINUM, SILVER
 
+from llmgw.engines.load import EngineLoad
 from llmgw.router.admission import (
     BandRule,
     engine_priority,
@@ -19,7 +20,6 @@ from llmgw.router.admission import (
 )
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import Endpoint, EndpointSpec
-from llmgw.router.engine_load import EngineLoad
 from llmgw.router.scoring import ScoringTargets
 from llmgw.upstream import UpstreamClient
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from flow_rig import Rig, enqueue, rig, run, settle
 
+from llmgw.engines.load import EngineLoad
 from llmgw.router.endpoints import EndpointSpec
-from llmgw.router.engine_load import EngineLoad
 
 
 def preempting(r: Rig, *others: EndpointSpec) -> None:

@@ -38,9 +38,14 @@ def test_every_counter_is_exported_with_its_labels() -> None:
     m.upstream_failed("a", "DialError")
     m.stream_interrupted("m")
     m.usage_dropped = 4
+    m.refused("", 404, "not_found")
+    m.refused("m", 503, "no_capacity")
+    m.refused("m", 503, "no_capacity")
     out = exported(m)
-    assert out[("llmgw_requests_total", (("model", "m"), ("status", "200")))] == 2
-    assert out[("llmgw_requests_total", (("model", "m"), ("status", "502")))] == 1
+    assert out[("llmgw_requests_total", (("model", "m"), ("reason", ""), ("status", "200")))] == 2
+    assert out[("llmgw_requests_total", (("model", "m"), ("reason", ""), ("status", "502")))] == 1
+    assert out[("llmgw_requests_total", (("model", ""), ("reason", "not_found"), ("status", "404")))] == 1
+    assert out[("llmgw_requests_total", (("model", "m"), ("reason", "no_capacity"), ("status", "503")))] == 2
     assert out[("llmgw_request_duration_seconds_count", (("model", "m"),))] == 3
     assert out[("llmgw_request_duration_seconds_sum", (("model", "m"),))] == 1.5
     assert out[("llmgw_time_to_first_token_seconds_count", (("model", "m"),))] == 1
@@ -50,7 +55,7 @@ def test_every_counter_is_exported_with_its_labels() -> None:
     assert out[("llmgw_fallbacks_total", (("fallback", "backup"), ("model", "m")))] == 1
     assert out[("llmgw_upstream_failures_total", (("endpoint", "a"), ("reason", "DialError")))] == 1
     assert out[("llmgw_stream_interruptions_total", (("model", "m"),))] == 1
-    assert out[("llmgw_usage_records_dropped_total", ())] == 4
+    assert out[("llmgw_usage_queue_dropped_total", ())] == 4
     assert out[("llmgw_endpoint_breaker_open", (("endpoint", "a"),))] == 1.0
     assert out[("llmgw_endpoint_inflight", (("endpoint", "a"),))] == 0
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from llmgw.engines.load import EngineLoad
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import Endpoint, EndpointSpec
-from llmgw.router.engine_load import EngineLoad
 from llmgw.router.picker import ROUTING_PROFILES, Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets

@@ -97,7 +97,13 @@ PROMPT_CASES = [
         {
             "messages": [
                 {"role": "user", "content": "weather?"},
-                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+                    ],
+                },
                 {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
             ]
         },
@@ -106,9 +112,9 @@ PROMPT_CASES = [
     ),
     pytest.param(
         Kind.CHAT,
-        {"messages": [{"role": "user", "content": [{"type": "text"}, "stray", 7]}]},
-        "user\n\n",
-        id="chat-parts-without-text-give-nothing",
+        {"messages": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}]},
+        "assistant\n\n",
+        id="chat-refusal-parts-give-nothing",
     ),
     pytest.param(Kind.COMPLETIONS, {"prompt": "Once upon"}, "Once upon", id="completion-string"),
     pytest.param(Kind.COMPLETIONS, {"prompt": ""}, "", id="completion-empty-string"),
@@ -156,7 +162,6 @@ USAGE_CASES = [
     pytest.param({"stream_options": {"include_usage": False}}, False, id="declined"),
     pytest.param({"stream_options": {}}, False, id="options-without-usage"),
     pytest.param({"stream_options": None}, False, id="null-options"),
-    pytest.param({"stream_options": "include_usage"}, False, id="options-not-an-object"),
 ]
 
 
@@ -186,7 +191,7 @@ BAD_CASES = [
     pytest.param(
         Kind.CHAT,
         _raw({"model": "chat", "messages": [{"role": "user", "content": "a"}, {"content": "b"}]}),
-        "messages[1]",
+        "messages[1].role",
         id="message-without-role",
     ),
     pytest.param(
@@ -195,7 +200,7 @@ BAD_CASES = [
     pytest.param(
         Kind.CHAT,
         _raw({"model": "chat", "messages": [{"role": 3, "content": "x"}]}),
-        "messages[0]",
+        "messages[0].role",
         id="role-not-a-string",
     ),
     pytest.param(Kind.COMPLETIONS, _raw({"model": "m"}), "prompt", id="no-prompt"),
@@ -223,7 +228,110 @@ BAD_CASES = [
         "max_tokens",
         id="completion-max-tokens-negative",
     ),
+    pytest.param(
+        Kind.CHAT, _raw(_chat(stream_options="include_usage")), "stream_options", id="options-a-string"
+    ),
+    pytest.param(Kind.CHAT, _raw(_chat(stream_options=[True])), "stream_options", id="options-a-list"),
 ]
+
+
+def _user(content: Any) -> bytes:
+    return _raw({"model": "chat", "messages": [{"role": "user", "content": content}]})
+
+
+# Content parts and tool calls: the gateway reads the text of text parts and touches the
+# rest of a message's shape, so each wrong type is refused with the path that holds it.
+CONTENT_CASES = [
+    pytest.param(_user([{"type": "text", "text": 5}]), "messages[0].content[0].text", id="text-a-number"),
+    pytest.param(_user([{"type": "text", "text": None}]), "messages[0].content[0].text", id="text-null"),
+    pytest.param(_user([{"type": "text", "text": ["a"]}]), "messages[0].content[0].text", id="text-a-list"),
+    pytest.param(_user([{"type": "text"}]), "messages[0].content[0].text", id="text-missing"),
+    pytest.param(
+        _user([{"type": "text", "text": "a"}, {"type": "text", "text": {"b": 1}}]),
+        "messages[0].content[1].text",
+        id="second-part-text-an-object",
+    ),
+    pytest.param(_user(["stray"]), "messages[0].content[0]", id="part-a-string"),
+    pytest.param(_user([7]), "messages[0].content[0]", id="part-a-number"),
+    pytest.param(_user([{"text": "a"}]), "messages[0].content[0].type", id="part-without-type"),
+    pytest.param(_user([{"type": 1, "text": "a"}]), "messages[0].content[0].type", id="part-type-a-number"),
+    pytest.param(_user(5), "messages[0].content", id="content-a-number"),
+    pytest.param(_user({"type": "text", "text": "a"}), "messages[0].content", id="content-an-object"),
+    pytest.param(_user(None), "messages[0].content", id="user-content-null"),
+    pytest.param(
+        _raw(
+            {
+                "model": "chat",
+                "messages": [{"role": "assistant", "content": [{"type": "refusal", "refusal": 1}]}],
+            }
+        ),
+        "messages[0].content[0].refusal",
+        id="refusal-a-number",
+    ),
+    pytest.param(
+        _raw({"model": "chat", "messages": [{"role": "assistant", "content": None, "tool_calls": {"a": 1}}]}),
+        "messages[0].tool_calls",
+        id="tool-calls-an-object",
+    ),
+    pytest.param(
+        _raw({"model": "chat", "messages": [{"role": "assistant", "tool_calls": [{"type": "function"}]}]}),
+        "messages[0].tool_calls[0].function",
+        id="tool-call-without-function",
+    ),
+    pytest.param(
+        _raw(
+            {
+                "model": "chat",
+                "messages": [
+                    {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}
+                ],
+            }
+        ),
+        "messages[0].tool_calls[0].function.arguments",
+        id="tool-call-arguments-an-object",
+    ),
+    pytest.param(
+        _raw(
+            {
+                "model": "chat",
+                "messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}],
+            }
+        ),
+        "messages[0].tool_calls[0].function.name",
+        id="tool-call-without-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "param"), CONTENT_CASES)
+def test_a_wrong_content_part_or_tool_call_is_refused_with_its_path(raw: bytes, param: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_request(Kind.CHAT, raw)
+    assert caught.value.param == param
+    assert param in caught.value.message
+
+
+PROMPT_SHAPE_CASES = [
+    pytest.param(Kind.COMPLETIONS, {"prompt": ["a", 1]}, "prompt[1]", id="prompt-strings-then-a-number"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [1, "a"]}, "prompt", id="prompt-ids-then-a-string"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [True, False]}, "prompt", id="prompt-booleans"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [1.5]}, "prompt", id="prompt-fractional-ids"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [[1], []]}, "prompt[1]", id="prompt-an-empty-batch"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [[1], ["a"]]}, "prompt[1]", id="prompt-a-batch-of-strings"),
+    pytest.param(Kind.COMPLETIONS, {"prompt": [None]}, "prompt", id="prompt-null-item"),
+    pytest.param(Kind.EMBEDDINGS, {"input": ["a", None]}, "input[1]", id="input-strings-then-null"),
+    pytest.param(Kind.EMBEDDINGS, {"input": [{"a": 1}]}, "input", id="input-objects"),
+    pytest.param(Kind.EMBEDDINGS, {"input": [[1], 2]}, "input[1]", id="input-batches-then-an-id"),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "param"), PROMPT_SHAPE_CASES)
+def test_a_mixed_prompt_or_input_is_refused_with_its_path(
+    kind: Kind, fields: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_request(kind, _raw({"model": "m", **fields}))
+    assert caught.value.param == param
 
 
 @pytest.mark.parametrize(("kind", "raw", "param"), BAD_CASES)
@@ -297,7 +405,6 @@ OPTIONS_MERGE_CASES = [
     ),
     pytest.param({"include_usage": False}, {"include_usage": True}, id="declined-is-overridden"),
     pytest.param(None, {"include_usage": True}, id="null-replaced"),
-    pytest.param("junk", {"include_usage": True}, id="not-an-object-replaced"),
 ]
 
 

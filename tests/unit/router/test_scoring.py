@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmgw.engines.load import EngineLoad
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import Endpoint, EndpointSpec
-from llmgw.router.engine_load import EngineLoad
 from llmgw.router.scoring import ScoringTargets, kv_term, load_score
 from llmgw.upstream import UpstreamClient
 

@@ -130,7 +130,7 @@ def test_a_blank_line_split_between_two_reads_still_ends_the_event() -> None:
     relay = SseRelay(strip_usage=False)
     assert relay.feed(b'data: {"x":1}\n') == b""
     assert relay.feed(b'\ndata: {"x":2}') == b'data: {"x":1}\n\n'
-    assert relay.flush() == b'data: {"x":2}'
+    assert relay.feed(b"\n\n") == b'data: {"x":2}\n\n'
 
 
 def test_the_usage_event_is_kept_aside_and_stripped_when_the_gateway_asked_for_it() -> None:
@@ -177,20 +177,33 @@ def test_a_finish_chunk_is_not_taken_for_usage() -> None:
 
 
 DONE_CASES = [
-    pytest.param([b'data: {"choices":[]}\n\n'], False, id="no-done"),
-    pytest.param([b"data: [DONE]\n\n"], True, id="done-event"),
-    pytest.param([b"data: [DO", b"NE]\n\n"], True, id="done-split-across-reads"),
-    pytest.param([b"data: [DONE]"], True, id="done-without-blank-line-found-on-flush"),
-    pytest.param([b"data: [DONE]\n"], True, id="done-with-half-a-blank-line"),
-    pytest.param([b'data: {"choices":[{"delta":{"content":"a"}}]}'], False, id="unfinished-content"),
+    pytest.param([b'data: {"choices":[]}\n\n'], b'data: {"choices":[]}\n\n', False, id="no-done"),
+    pytest.param([b"data: [DONE]\n\n"], b"data: [DONE]\n\n", True, id="done-event"),
+    pytest.param([b"data:[DONE]\n\n"], b"data:[DONE]\n\n", True, id="done-without-space"),
+    pytest.param([b"data: [DONE]\r\n\r\n"], b"data: [DONE]\n\n", True, id="done-crlf"),
+    pytest.param([b"data: [DONE]\r\r"], b"data: [DONE]\n\n", True, id="done-cr"),
+    pytest.param([b": bye\ndata: [DONE]\n\n"], b": bye\ndata: [DONE]\n\n", True, id="done-after-a-comment"),
+    pytest.param([b"data: [DO", b"NE]\n\n"], b"data: [DONE]\n\n", True, id="done-split-across-reads"),
+    # At the end of the body a last [DONE] without its blank line is completed, so that
+    # the client reads it as an event (the rules drop an event left unfinished).
+    pytest.param([b"data: [DONE]"], b"data: [DONE]\n\n", True, id="done-without-blank-line-completed"),
+    pytest.param([b"data: [DONE]\n"], b"data: [DONE]\n\n", True, id="done-with-half-a-blank-line"),
+    pytest.param([b"data: [DONE]\r"], b"data: [DONE]\n\n", True, id="done-with-half-a-cr-blank-line"),
+    # Any other unfinished event is dropped: an error event follows, and must stand alone.
+    pytest.param([b'data: {"choices":[{"delta":{"content":"a"}}]}'], b"", False, id="unfinished-content"),
+    pytest.param([b"data: [DONE]x\n"], b"data: [DONE]x\n\n", True, id="done-with-more-as-the-sdk-reads-it"),
+    pytest.param([b"data: [DON\n\n"], b"data: [DON\n\n", False, id="not-quite-done"),
+    pytest.param(
+        [b"data: x\ndata: [DONE]\n\n"], b"data: x\ndata: [DONE]\n\n", False, id="done-on-a-later-data-line"
+    ),
+    pytest.param([b"event: done\n\n"], b"event: done\n\n", False, id="not-the-data-field"),
 ]
 
 
-@pytest.mark.parametrize(("parts", "done"), DONE_CASES)
-def test_done_is_noticed_however_the_stream_ends(parts: list[bytes], done: bool) -> None:
+@pytest.mark.parametrize(("parts", "forwarded", "done"), DONE_CASES)
+def test_done_is_noticed_however_the_stream_ends(parts: list[bytes], forwarded: bytes, done: bool) -> None:
     relay = SseRelay(strip_usage=False)
-    out = b"".join(_relay_all(relay, parts)) + relay.flush()
-    assert out == b"".join(parts)
+    assert b"".join(_relay_all(relay, parts)) + relay.flush() == forwarded
     assert relay.done is done
 
 
@@ -202,12 +215,13 @@ def test_done_is_not_set_before_its_event_is_whole() -> None:
     assert relay.done is True
 
 
-def test_flush_hands_back_what_is_held_once() -> None:
+def test_an_unfinished_event_at_the_end_is_dropped_once() -> None:
     relay = SseRelay(strip_usage=False)
     assert relay.feed(b'data: {"partial"') == b""
-    assert relay.flush() == b'data: {"partial"'
     assert relay.flush() == b""
+    assert relay.done is False
     assert relay.feed(b"data: [DONE]\n\n") == b"data: [DONE]\n\n"
+    assert relay.flush() == b""
 
 
 def test_a_stream_that_never_draws_a_boundary_is_forwarded_past_the_bound() -> None:

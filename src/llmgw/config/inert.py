@@ -1,0 +1,198 @@
+"""The settings this build validates and then does nothing with, and which of them a
+configuration uses.
+
+The settings are the whole specification, so a file written for a feature that has not
+landed yet still loads. An operator who sets one of those must be told it has no effect,
+or the file promises what the server does not do. `INERT` is the one table of them:
+a field path (`guard.policies`, `models[].canary`: `[]` stands for any item of a list,
+or any value of a mapping) and one sentence saying what does not happen. An entry
+covers the fields beneath it. The table shrinks as features land;
+tests/unit/config/test_inert.py fails when a field is neither read by runtime code nor
+listed here.
+
+`inert_in_use(settings, catalog)` is a pure function: the entries a configuration uses,
+each with the concrete path it is used at (`models[chat].canary`). A setting is in use
+when it differs from its default, or when its default itself promises behaviour to a
+server that would act on it (`firewall.enabled` is on by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from llmgw.catalog import Catalog
+    from llmgw.config.server import Settings
+
+_NOT_ENFORCED = "not enforced by this version"
+_FIREWALL = "firewall.enabled"
+
+INERT: Mapping[str, str] = {
+    # Identity and sign-in.
+    "auth.signup_open": "there is no sign-up page in this version; nobody can sign up",
+    "auth.oidc": "single sign-on is not available in this version; nobody signs in with OIDC",
+    "auth.scim": "SCIM provisioning is not served by this version; no users are synced",
+    # Web pages.
+    "threads": "conversations and notes are not stored by this version",
+    "landing": "there is no landing page or docs portal in this version; nothing shows this text",
+    # The admin listener.
+    "debug_pprof": "profiling is not served by this version; /debug answers nothing",
+    # Observability beyond /metrics.
+    "monitoring": "this version does not query Prometheus; nothing reads monitoring",
+    "tracing": "this version exports no traces",
+    # Installing and updating.
+    "mirror": "the mirror API is not used by this version; nothing is fetched from or served by it",
+    "offline.checksums": "this version verifies no release checksums",
+    "engines": "agents do not install engines in this version; install them yourself",
+    "engine_overrides": "agents do not install engines in this version; no override is applied",
+    "releases": "this version has no `llmgw ctl upgrade`; nothing is downloaded from releases",
+    # Backups.
+    "backup_dir": "this version has no `llmgw server backup`; no archive is written",
+    "backup_recipients": "this version has no `llmgw server backup`; nothing is encrypted",
+    "backup_copy_to": "this version has no `llmgw server backup`; nothing is copied",
+    "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
+    # Security features not built yet.
+    "guard.policies": "guardrails are " + _NOT_ENFORCED + "; requests are not inspected",
+    "guard.default": "guardrails are " + _NOT_ENFORCED + "; requests are not inspected",
+    "secrets": "this version reads no secret from Vault and encrypts nothing with a master key",
+    "notify": "this version sends no webhook notifications",
+    "firewall.enabled": "the node firewall is "
+    + _NOT_ENFORCED
+    + "; agents install no nftables rules, so fence the ports yourself",
+    "firewall_networks": "the node firewall is " + _NOT_ENFORCED + "; these networks change nothing",
+    "agent_tls.server_name": "the server does not use it: agents check the name they dial",
+    "endpoints[].pool": "this version shows the pool nowhere and routes no differently by it",
+    # The router's features not built yet.
+    "router.kv_index": "the router builds no KV-event index in this version; prefix routing uses its "
+    "own tree",
+    "router.batch": "the batch API is not served by this version",
+    "router.cache": "this version caches no responses",
+    "router.trusted_proxies": "X-Forwarded-For is not read by this version; clients are seen by "
+    "their socket address",
+    # The control plane's features not built yet.
+    "control.eval_dir": "evaluation suites are not run by this version",
+    "facility.measured_fresh": "measured power draw is not read by this version; placement counts "
+    "declared watts",
+    "federation": "federation with other clusters is not available in this version",
+    # Catalog fields.
+    "models[].canary": "canary rollouts are not run by this version; no traffic is split",
+    "models[].eval": "evaluation gates are not run by this version; nothing is held back",
+    "models[].license": "license terms are " + _NOT_ENFORCED + "; nothing is shown or refused",
+    "models[].query_prefix": "this version does not prepend the query prefix to embedding queries",
+    "models[].role": "guard models are not used by this version; the model is served like any other",
+    "models[].guard": "guard models are not used by this version; the model judges nothing",
+    "models[].comfyui": "ComfyUI workflows are not run by this version",
+    "models[].profiles[].comfyui": "ComfyUI workflows are not run by this version",
+    "models[].external.peer": "federation with other clusters is not available in this version",
+    "models[].external.api": "this version speaks the OpenAI API to every external provider; "
+    "comfyui is not supported",
+    "models[].external.workflow": "ComfyUI workflows are not run by this version",
+    "models[].external.output": "ComfyUI workflows are not run by this version",
+    "models[].adapters[].scale": "adapter scales are not applied by this version; adapters load at "
+    "full scale",
+    "models[].max_loaded_adapters": "this version caps vLLM's adapter slots (--max-loras) but loads no "
+    "adapter on demand; every adapter loads at start",
+    "models[].profiles[].kv_events": "the router does not subscribe to the engines' KV events in this "
+    "version; the engine only opens the port",
+    "models[].origin.repo": "this version fetches weights from `source` only; the recorded "
+    "repository is not read",
+    "models[].origin.revision": "this version checks the weights' files only; the recorded revision "
+    "is not read",
+    "models[].origin.previous": "this version keeps no previous weights to roll back to",
+}
+
+
+@dataclass(frozen=True)
+class InertSetting:
+    """One inert setting a configuration uses: where, and what does not happen."""
+
+    path: str
+    """Where it is used: `guard.policies`, `models[chat].canary`."""
+    entry: str
+    """The `INERT` entry it falls under: `models[].canary`."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+    def as_json(self) -> dict[str, str]:
+        return {"path": self.path, "setting": self.entry, "message": self.message}
+
+
+def covers(entry: str, pattern: str) -> bool:
+    """Whether the `INERT` entry `entry` covers the field path `pattern`."""
+    return pattern == entry or pattern.startswith((entry + ".", entry + "[]"))
+
+
+def entry_for(pattern: str) -> str | None:
+    """The `INERT` entry covering the field path `pattern`, if any."""
+    for entry in INERT:
+        if covers(entry, pattern):
+            return entry
+    return None
+
+
+def inert_in_use(settings: Settings, catalog: Catalog | None = None) -> list[InertSetting]:
+    """Every inert setting `settings` and `catalog` (None: the settings' own) use, one per
+    concrete path, in document order."""
+    found: list[InertSetting] = []
+    for pattern, path in _differing(settings, "", "", skip=("models",)):
+        if pattern in INERT and pattern != _FIREWALL:
+            found.append(InertSetting(path, pattern, INERT[pattern]))
+    if settings.firewall.enabled and settings.control_plane_mode:
+        # On by default, and only "on" promises anything: the control plane would tell
+        # every agent to fence llmgw's ports. A router alone has no agents to tell.
+        found.append(InertSetting(_FIREWALL, _FIREWALL, INERT[_FIREWALL]))
+    models = (catalog or settings.catalog()).models()
+    for model in models:
+        if model.is_environment:
+            continue
+        for pattern, path in _differing(model, "models[]", f"models[{model.name}]"):
+            if pattern in INERT:
+                found.append(InertSetting(path, pattern, INERT[pattern]))
+    return found
+
+
+def _differing(
+    value: BaseModel, pattern: str, path: str, *, skip: tuple[str, ...] = ()
+) -> Iterator[tuple[str, str]]:
+    """(pattern, concrete path) of every field of `value` that differs from its default,
+    a section before the fields beneath it."""
+    base = _default_of(type(value))
+    for name, field in type(value).model_fields.items():
+        if name in skip:
+            continue
+        current = getattr(value, name)
+        default = getattr(base, name) if base is not None else field.get_default(call_default_factory=True)
+        if current == default:
+            continue
+        label = field.alias or name
+        here, where = _join(pattern, name), _join(path, label)
+        yield here, where
+        if isinstance(current, BaseModel):
+            yield from _differing(current, here, where)
+        elif isinstance(current, tuple):
+            for index, item in enumerate(current):
+                if isinstance(item, BaseModel):
+                    yield from _differing(item, here + "[]", f"{where}[{index}]")
+        elif isinstance(current, dict):
+            for key, item in current.items():
+                if isinstance(item, BaseModel):
+                    yield from _differing(item, here + "[]", f"{where}[{key}]")
+
+
+def _default_of(cls: type[BaseModel]) -> BaseModel | None:
+    """`cls` with every default, validated as a file would be; None where a model
+    refuses to exist empty (then each field's declared default stands in)."""
+    try:
+        return cls.model_validate({})
+    except ValidationError:
+        return None
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name

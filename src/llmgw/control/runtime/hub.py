@@ -1,0 +1,251 @@
+"""The control plane's end of the agent protocol: the WebSocket every agent keeps open
+on `agent_listen`, registration, and the orders sent back down it.
+
+The hub only speaks the protocol (`llmgw.protocol.messages`, docs/agent-protocol.md); what
+an agent's messages mean for nodes and replicas is the `AgentEvents` it is given. One
+connection per node: a node that connects again (after a blip its old socket has not
+noticed yet) replaces its old connection, which is closed.
+
+With TLS, the node must be named by its certificate (`llmgw.protocol.tls.peer_names`), so
+one machine's certificate cannot register as another machine.
+
+Only a control plane that leads takes agents (`accepting`): a standby answers `register`
+with `error` code `not_leader` and closes, and a leader that loses the lease dismisses
+every agent the same way (`dismiss_all`), so agents given several servers move on to
+the one that leads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol
+
+import aiohttp
+from aiohttp import web
+
+from llmgw.errors import AgentProtocolError
+from llmgw.protocol.messages import (
+    AGENT_PATH,
+    NOT_LEADER,
+    PROTOCOL_VERSION,
+    AgentMessage,
+    ControlMessage,
+    Error,
+    FetchProgress,
+    Heartbeat,
+    NodeSettings,
+    Register,
+    Registered,
+    ReplicaState,
+    Settings,
+    decode_from_agent,
+    encode,
+)
+from llmgw.protocol.tls import peer_names
+
+log = logging.getLogger(__name__)
+
+REGISTER_WAIT_S = 30.0
+"""How long a new connection may take to send `register`."""
+PING_INTERVAL_S = 20.0
+"""WebSocket pings find a dead peer behind a silent network (the protocol's 20 s)."""
+
+
+class AgentEvents(Protocol):
+    """What the hub tells the rest of the control plane."""
+
+    def registered(self, message: Register) -> None: ...
+
+    def heartbeat(self, node_id: str, message: Heartbeat) -> None: ...
+
+    def replica_state(self, node_id: str, message: ReplicaState) -> None: ...
+
+    def fetch_progress(self, node_id: str, message: FetchProgress) -> None: ...
+
+    def refused(self, node_id: str, message: Error) -> None:
+        """The agent could not carry out an order (`error`, code `refused`)."""
+
+    def disconnected(self, node_id: str) -> None: ...
+
+
+class AgentHub:
+    """Accepts agents and carries orders to them."""
+
+    def __init__(
+        self,
+        events: AgentEvents,
+        *,
+        settings: NodeSettings,
+        heartbeat_interval: timedelta,
+        require_cert_name: bool = False,
+        accepting: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._events = events
+        self.accepting = accepting
+        self.settings = settings
+        self.heartbeat_interval = heartbeat_interval
+        self.require_cert_name = require_cert_name
+        self._sockets: dict[str, web.WebSocketResponse] = {}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # --- listening ------------------------------------------------------------------
+
+    def application(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get(AGENT_PATH, self._agent)
+        return app
+
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
+        """Listens on host:port (0: any free port, then in `self.port`)."""
+        runner = web.AppRunner(self.application(), handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        await site.start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+
+    async def close(self) -> None:
+        """Closes every agent's socket (they reconnect to the next control plane) and stops
+        listening."""
+        for ws in list(self._sockets.values()):
+            with contextlib.suppress(Exception):
+                await ws.close()
+        self._sockets.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def dismiss_all(self) -> None:
+        """Tells every agent this control plane no longer leads (`error`, code
+        `not_leader`) and closes its socket, so it dials the server that leads now."""
+        sockets = list(self._sockets.values())
+        for ws in sockets:
+            with contextlib.suppress(Exception):
+                await ws.send_str(encode(_not_leader()))
+                await ws.close()
+
+    # --- talking --------------------------------------------------------------------
+
+    def connected(self, node_id: str) -> bool:
+        return node_id in self._sockets
+
+    async def send(self, node_id: str, message: ControlMessage) -> bool:
+        """Sends one message; False when the node is not connected or the socket broke
+        (the next registration resends what matters)."""
+        ws = self._sockets.get(node_id)
+        if ws is None or ws.closed:
+            return False
+        try:
+            await ws.send_str(encode(message))
+        except (ConnectionError, RuntimeError) as exc:
+            log.info("agent %s: an order was not delivered: %s", node_id, exc)
+            return False
+        return True
+
+    async def broadcast_settings(self, settings: NodeSettings) -> None:
+        self.settings = settings
+        for node_id in list(self._sockets):
+            await self.send(node_id, Settings(settings=settings))
+
+    # --- one agent's socket ---------------------------------------------------------
+
+    async def _agent(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=PING_INTERVAL_S)
+        await ws.prepare(request)
+        transport = request.transport
+        names = peer_names(transport.get_extra_info("peercert") if transport is not None else None)
+        register = await self._first_frame(ws, names)
+        if register is None:
+            await ws.close()
+            return ws
+        node_id = register.node_id
+        previous = self._sockets.get(node_id)
+        self._sockets[node_id] = ws
+        if previous is not None and previous is not ws:
+            with contextlib.suppress(Exception):
+                await previous.close()
+        # Registered goes out before the node's replicas are acted upon, so any order
+        # the registration prompts arrives after the agent knows it is registered.
+        await ws.send_str(
+            encode(
+                Registered(
+                    node_id=node_id, heartbeat_interval=self.heartbeat_interval, settings=self.settings
+                )
+            )
+        )
+        self._events.registered(register)
+        try:
+            async for frame in ws:
+                if frame.type == aiohttp.WSMsgType.TEXT:
+                    await self._received(node_id, ws, frame.data)
+        finally:
+            if self._sockets.get(node_id) is ws:
+                del self._sockets[node_id]
+                self._events.disconnected(node_id)
+        return ws
+
+    async def _first_frame(self, ws: web.WebSocketResponse, names: set[str]) -> Register | None:
+        message: AgentMessage | None = None
+        refusal: Error
+        try:
+            first = await ws.receive(timeout=REGISTER_WAIT_S)
+            if first.type == aiohttp.WSMsgType.TEXT:
+                message = decode_from_agent(first.data)
+        except AgentProtocolError as exc:
+            refusal = Error(code="invalid", message=str(exc))
+            await ws.send_str(encode(refusal))
+            return None
+        except TimeoutError:
+            return None
+        if not isinstance(message, Register):
+            refusal = Error(code="unexpected", message="the first frame of a connection is register")
+        elif message.version != PROTOCOL_VERSION:
+            refusal = Error(code="version", message=f"this control plane speaks version {PROTOCOL_VERSION}")
+        elif self.require_cert_name and message.node_id not in names:
+            refusal = Error(
+                code="refused", message=f"node {message.node_id!r} is not named by its certificate"
+            )
+        elif not self.accepting():
+            refusal = _not_leader()
+        else:
+            return message
+        if refusal.code == NOT_LEADER:
+            log.info("an agent was sent on to the leader: this control plane stands by")
+        else:
+            log.warning("agent refused: %s", refusal.message)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_str(encode(refusal))
+        return None
+
+    async def _received(self, node_id: str, ws: web.WebSocketResponse, data: str) -> None:
+        try:
+            message = decode_from_agent(data)
+        except AgentProtocolError as exc:
+            log.warning("agent %s: %s", node_id, exc)
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_str(encode(Error(code="invalid", message=str(exc))))
+            return
+        if isinstance(message, Heartbeat):
+            self._events.heartbeat(node_id, message)
+        elif isinstance(message, ReplicaState):
+            self._events.replica_state(node_id, message)
+        elif isinstance(message, FetchProgress):
+            self._events.fetch_progress(node_id, message)
+        elif isinstance(message, Error):
+            log.warning("agent %s: %s: %s %s", node_id, message.code, message.message, message.replica_id)
+            self._events.refused(node_id, message)
+        else:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_str(encode(Error(code="unexpected", message="register is sent once")))
+
+
+def _not_leader() -> Error:
+    return Error(
+        code=NOT_LEADER,
+        message="this control plane does not hold the leader lease: dial the next server",
+    )
