@@ -98,15 +98,21 @@ def spread_spend(by_payer: Mapping[PayerDay, int]) -> dict[SpendKey, int]:
 class BudgetCheck:
     """One caller's budgets, and the ledger's last verdict on them: whether one is spent,
     valid for the day it was made on and until the ledger's spend next changes (once
-    per batch of answers), so the requests in between are answered without a look."""
+    per batch of answers), so the requests in between are answered without a look.
+    Reservations change what counts as spent on every request, so a verdict that none
+    is spent also keeps the least room its budgets had left (`headroom`) and how much
+    had been reserved in all by then (`reserved_mark`): while less than that room has
+    been reserved since, by anyone, no budget of the caller's can have been reached."""
 
-    __slots__ = ("rules", "since", "spent", "until", "version")
+    __slots__ = ("headroom", "reserved_mark", "rules", "since", "spent", "until", "version")
 
     def __init__(self, rules: tuple[BudgetRule, ...]) -> None:
         self.rules = rules
         self.version: object = None
         self.since = self.until = 0.0
         self.spent: BudgetRule | None = None
+        self.headroom = 0
+        self.reserved_mark = 0
 
 
 class Reservation:
@@ -130,10 +136,14 @@ class BudgetLedger:
         self._unwritten: dict[SpendKey, int] = {}
         self._reserved: dict[str, int] = {}
         """Per scope, whatever the period: requests in flight last seconds, not days."""
+        self._reserved_ever = 0
+        """Every micro ever reserved, released or not: what was reserved between two
+        moments is the difference (see `BudgetCheck`)."""
         self._version = object()
         """Made anew whenever spend changes, which lapses every `BudgetCheck`'s verdict
         (an object, not a count, so a verdict of another ledger's never passes for one of
-        this one's)."""
+        this one's). Reservations do not change it: a release only leaves more room, and
+        what was reserved is judged against a verdict's headroom."""
 
     def spent(self, scope: str, period: str, now: float) -> int:
         key = (scope, period, _periods_of_day(day_of(now))[period])
@@ -146,7 +156,7 @@ class BudgetLedger:
         """Holds `micros` against each of the scopes until the reservation is released."""
         reservation = Reservation(scopes, micros)
         if micros > 0:
-            self._version = object()
+            self._reserved_ever += micros
             reserved = self._reserved
             for scope in scopes:
                 reserved[scope] = reserved.get(scope, 0) + micros
@@ -158,7 +168,6 @@ class BudgetLedger:
         if micros <= 0:
             return
         reservation.micros = 0
-        self._version = object()
         reserved = self._reserved
         for scope in reservation.scopes:
             left = reserved.get(scope, 0) - micros
@@ -169,23 +178,34 @@ class BudgetLedger:
 
     def exceeded(self, check: BudgetCheck, now: float) -> BudgetRule | None:
         """The first of the caller's budgets that is spent, or None."""
-        if check.version is self._version and check.since <= now < check.until:
-            return check.spent
+        if (
+            check.version is self._version
+            and check.since <= now < check.until
+            and self._reserved_ever - check.reserved_mark < check.headroom
+        ):
+            return None  # only a verdict that none is spent has headroom
         day = day_of(now)
-        check.spent = self._first_spent(check.rules, day)
+        check.spent, check.headroom = self._first_spent(check.rules, day)
         check.version = self._version
+        check.reserved_mark = self._reserved_ever
         check.since, check.until = float(day * _DAY_S), float((day + 1) * _DAY_S)
         return check.spent
 
-    def _first_spent(self, rules: Sequence[BudgetRule], day: int) -> BudgetRule | None:
+    def _first_spent(self, rules: Sequence[BudgetRule], day: int) -> tuple[BudgetRule | None, int]:
+        """The first spent budget, or None and the least room any of them has left."""
         starts = _periods_of_day(day)
         known, unwritten, reserved = self._known, self._unwritten, self._reserved
+        headroom = -1
         for rule in rules:
             key = (rule.scope, rule.period, starts[rule.period])
-            spent = known.get(key, 0) + unwritten.get(key, 0) + reserved.get(rule.scope, 0)
-            if spent >= rule.budget_micros:
-                return rule
-        return None
+            room = (
+                rule.budget_micros - known.get(key, 0) - unwritten.get(key, 0) - reserved.get(rule.scope, 0)
+            )
+            if room <= 0:
+                return rule, 0
+            if headroom < 0 or room < headroom:
+                headroom = room
+        return None, headroom
 
     def charge(self, deltas: Mapping[SpendKey, int]) -> None:
         """Spend this gateway has incurred and not yet written."""

@@ -123,3 +123,21 @@ def test_reservations_count_as_spent_until_released_once() -> None:
         ledger.release(reservation)
     assert ledger.reserved("team:t") == 0
     assert ledger.spent("team:t", "day", now) == 100
+
+
+def test_a_verdict_holds_while_less_than_its_room_is_reserved_by_anyone() -> None:
+    now = ts(2026, 12, 3, 12)
+    ledger = BudgetLedger()
+    check = BudgetCheck((BudgetRule("team:t", 1000, "day", "team"),))
+    teammate = ("project:q", "team:t")
+    assert ledger.exceeded(check, now) is None  # 1000 of room, remembered
+    ledger.reserve(teammate, 600)  # another caller of the same team
+    assert ledger.exceeded(check, now) is None
+    held = ledger.reserve(teammate, 400)  # 1000 held: the budget is reached
+    assert ledger.exceeded(check, now) is check.rules[0]
+    ledger.release(held)  # a release alone, nothing charged, gives the room back
+    assert ledger.exceeded(check, now) is None
+    ledger.reserve(("project:z",), 5000)  # held elsewhere: judged again, still room
+    assert ledger.exceeded(check, now) is None
+    ledger.reserve(teammate, 400)
+    assert ledger.exceeded(check, now) is check.rules[0]
