@@ -171,7 +171,18 @@ class Meter:
     counters' epoch is the same). Made once per principal; only `SharedCounters`
     reads or changes what it holds."""
 
-    __slots__ = ("epoch", "requests", "rpm", "tokens", "tpm")
+    __slots__ = (
+        "_limit_requests",
+        "_limit_tokens",
+        "_reset_from",
+        "_reset_text",
+        "_reset_to",
+        "epoch",
+        "requests",
+        "rpm",
+        "tokens",
+        "tpm",
+    )
 
     def __init__(self, rpm: LimitRule | None, tpm: LimitRule | None) -> None:
         self.rpm = rpm
@@ -179,6 +190,12 @@ class Meter:
         self.epoch = -1
         # Private stand-ins until the first judgement (and for good, for a missing rule).
         self.requests = self.tokens = _unlimited()
+        # The headers' parts that do not change, made once rather than per answer.
+        self._limit_requests = ("x-ratelimit-limit-requests", str(rpm.limit)) if rpm else ("", "")
+        self._limit_tokens = ("x-ratelimit-limit-tokens", str(tpm.limit)) if tpm else ("", "")
+        # The last reset written, and the seconds to reset it stands for: (from, to].
+        self._reset_text = ""
+        self._reset_from = self._reset_to = 0.0
 
     def headers(self, now: float) -> list[tuple[str, str]]:
         """OpenAI's x-ratelimit-* headers for an answer this meter's caller was admitted
@@ -187,25 +204,49 @@ class Meter:
         one's share times G), and when the window is empty again. Asked once per
         answered request: what admission left behind, read, never judged again."""
         out: list[tuple[str, str]] = []
+        self.add_headers(out, now)
+        return out
+
+    def add_headers(self, out: list[tuple[str, str]], now: float) -> None:
+        """`headers`, appended to an answer's own (it runs on every answer: the limits'
+        headers are made once per meter, the reset's once a second)."""
         rpm, tpm = self.rpm, self.tpm
         if rpm is not None:
             entry = self.requests
-            _limit_headers(out, "requests", rpm.limit, entry.requests_allowance * entry.gateways, entry, now)
+            left = entry.requests_allowance * entry.gateways
+            out.append(self._limit_requests)
+            out.append(
+                (
+                    "x-ratelimit-remaining-requests",
+                    self._limit_requests[1] if left >= rpm.limit else str(int(left)) if left >= 1 else "0",
+                )
+            )
+            out.append(("x-ratelimit-reset-requests", self._reset(entry.window, now)))
         if tpm is not None:
             entry = self.tokens
-            _limit_headers(out, "tokens", tpm.limit, entry.tokens_allowance * entry.gateways, entry, now)
-        return out
+            left = entry.tokens_allowance * entry.gateways
+            out.append(self._limit_tokens)
+            out.append(
+                (
+                    "x-ratelimit-remaining-tokens",
+                    self._limit_tokens[1] if left >= tpm.limit else str(int(left)) if left >= 1 else "0",
+                )
+            )
+            out.append(("x-ratelimit-reset-tokens", self._reset(entry.window, now)))
 
-
-def _limit_headers(
-    out: list[tuple[str, str]], unit: str, limit: int, remaining: float, entry: _Entry, now: float
-) -> None:
-    left = int(remaining) if remaining < limit else limit
-    out.append((f"x-ratelimit-limit-{unit}", str(limit)))
-    out.append((f"x-ratelimit-remaining-{unit}", str(left if left > 0 else 0)))
-    # Something was admitted in this window: it is empty again two windows after its start.
-    reset = entry.window + 2 * windows.WINDOW_S - now
-    out.append((f"x-ratelimit-reset-{unit}", windows.format_reset(reset if reset > 0 else 0.0)))
+    def _reset(self, window: int, now: float) -> str:
+        """When a window that admitted something is empty again (two windows after its
+        start), written as OpenAI does; the text changes once a second, so the last one
+        is kept with the span of seconds it stands for."""
+        reset = window + 2 * windows.WINDOW_S - now
+        if self._reset_from < reset <= self._reset_to:
+            return self._reset_text
+        text = self._reset_text = windows.format_reset(reset if reset > 0 else 0.0)
+        whole = math.ceil(reset) if reset > 1 else 0
+        # Whole seconds from 2 up read ceil(reset): the same text over (whole - 1, whole].
+        # Below that the text is in milliseconds, and not kept.
+        self._reset_from, self._reset_to = (whole - 1.0, float(whole)) if whole > 1 else (0.0, 0.0)
+        return text
 
 
 class SharedCounters:

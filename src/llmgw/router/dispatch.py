@@ -158,7 +158,7 @@ class Dispatcher:
         account = request.account
         if account is not None:
             # With auth on: the caller's rate limits, as OpenAI sends them on every answer.
-            headers.extend(account.principal.meter.headers(time.time()))
+            account.principal.meter.add_headers(headers, time.time())
         return headers
 
     async def _try(

@@ -42,3 +42,20 @@ def test_only_the_limits_that_apply_have_headers() -> None:
         "x-ratelimit-reset-requests",
     ]
     assert Meter(None, None).headers(NOW) == []
+
+
+def test_the_reset_is_written_anew_as_the_seconds_pass() -> None:
+    counters = SharedCounters()
+    meter = Meter(LimitRule("key:k", 60, "key"), None)
+    assert counters.take(meter, 10, NOW)
+
+    def reset(at: float) -> str:
+        return dict(meter.headers(at))["x-ratelimit-reset-requests"]
+
+    assert [reset(NOW + 1), reset(NOW + 1.5), reset(NOW + 2), reset(NOW + 1.2), reset(NOW + 109.5)] == [
+        "1m49s",
+        "1m49s",
+        "1m48s",
+        "1m49s",
+        "500ms",
+    ]
