@@ -83,8 +83,9 @@ CHANGE_OVERLAP_S = 60.0
 gateway whose clock runs behind, or committed late, are not missed."""
 PRUNE_EVERY_S = 60.0
 REFUSALS_EVERY_S = 1.0
-"""How often the refusals' records are handed to the usage pipeline (and their bounds,
-per caller and in all, start afresh)."""
+"""How long after the first refusal kept since the last hand-over the refusals' records
+are handed to the usage pipeline (and their bounds, per caller and in all, start
+afresh): at most once a second, and never while nobody is refused."""
 RETENTION_EVERY_S = 600.0
 GATEWAY_FORGET_S = 3600.0
 DRAIN_TIMEOUT_S = 5.0
@@ -141,6 +142,9 @@ class AuthGate:
             concurrency=2 if store.shared else 1,
         )
         self.refusals = RefusalLog()
+        self._refusals_kept = asyncio.Event()
+        """Set when a refusal was kept since the last hand-over: the hand-over's task
+        sleeps on it, so an idle gateway (or one refusing nobody) never wakes for it."""
         self.collector = TenantCollector(self.metrics, self._pipeline_state)
         """Register it in the gateway's Prometheus registry."""
         self.sync_failures = 0
@@ -174,7 +178,7 @@ class AuthGate:
             asyncio.create_task(self._every(SPEND_PULL_S, self._pull_spend), name="auth-spend"),
             asyncio.create_task(self._every(PRUNE_EVERY_S, self.prune), name="auth-prune"),
             asyncio.create_task(self.writer.run(), name="auth-usage"),
-            asyncio.create_task(self._every(REFUSALS_EVERY_S, self._hand_refusals), name="auth-refusals"),
+            asyncio.create_task(self._hand_refusals_when_kept(), name="auth-refusals"),
         ]
 
     async def close(self) -> None:
@@ -524,6 +528,19 @@ class AuthGate:
         every `REFUSALS_EVERY_S` (see `refusals`). `principal` is None for a 401: counted
         only. Times on the request path's monotonic clock."""
         self.refusals.add(principal, status, request_id, started, finished)
+        if principal is not None and not self._refusals_kept.is_set():
+            self._refusals_kept.set()
+
+    async def _hand_refusals_when_kept(self) -> None:
+        """Hands the refusals on `REFUSALS_EVERY_S` after the first one since the last
+        hand-over, and sleeps until there is one (a refusal without a caller is only
+        counted: nothing to hand on)."""
+        kept = self._refusals_kept
+        while True:
+            await kept.wait()
+            await asyncio.sleep(REFUSALS_EVERY_S)
+            kept.clear()  # before the take: one kept from here on sets it again
+            await self._hand_refusals()
 
     async def _hand_refusals(self) -> None:
         kept = self.refusals.take()
