@@ -50,5 +50,9 @@ def show(
         settings = load_settings(file)
     except ConfigError as exc:
         raise _fail(exc) from None
-    inert_warnings(settings, strict=False)
+    try:
+        inert_warnings(settings, strict=False)
+    except ConfigError as exc:  # shown all the same: the file is what the operator asked to see
+        for problem in exc.problems:
+            typer.echo(f"warning: a server would not start: {problem}", err=True)
     typer.echo(render_effective(settings), nl=False)

@@ -42,6 +42,25 @@ def _admin_stays_local(s: Settings) -> Iterator[Problem]:
         )
 
 
+def start_problems(s: Settings) -> list[str]:
+    """What stops a server on these settings although each section is valid on its own:
+    said by `llmgw config check` and before the server opens any port, so a file the check
+    accepts never stops the server it configures. (Not a validation rule: the defaults
+    alone are such a file, a control plane with no agent certificates yet.)"""
+    problems = []
+    if s.control_plane_mode and not s.agent_tls.enabled and not s.agent_insecure:
+        why = (
+            "control.enabled is on"
+            if s.control.enabled
+            else "this file runs a control plane (it lists no static endpoints, or a model with profiles)"
+        )
+        problems.append(
+            f"agent_tls: {why}, and its agent port has no certificates: give agent_tls.cert_file, "
+            "key_file and ca_file, or set agent_insecure: true for a single machine or a trusted network"
+        )
+    return problems
+
+
 def _listeners_apart(s: Settings) -> Iterator[Problem]:
     # Two listeners on one port fail at start with "address in use"; an empty host binds
     # every interface, so it collides with any host on that port.
