@@ -33,13 +33,13 @@ from llmgw.upstream import Connection, OriginPool, UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
 
 LIMITS = PhaseLimits(
-    dial=1.0,
-    response_header=5.0,
-    generation=60.0,
-    first_token=10.0,
-    idle=3.0,
-    total=120.0,
-    replica_fresh=10.0,
+    dial_s=1.0,
+    response_header_s=5.0,
+    generation_s=60.0,
+    first_token_s=10.0,
+    idle_s=3.0,
+    total_s=120.0,
+    replica_fresh_s=10.0,
 )
 
 

@@ -75,7 +75,7 @@ class Dispatcher:
         self._retry_after = retry_after
         self._clock = clock
         self._failures = failures or FailureLog(clock=clock)
-        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
+        self._liveness = Liveness(limits.response_header_s, limits.replica_fresh_s, limits.total_s, clock)
 
     async def serve(
         self,
@@ -113,11 +113,11 @@ class Dispatcher:
                 if failed is not None and last_error is not None:
                     self._failures.failed(request_id, *failed, attempts, last_error, final=False)
                     failed = None
-                budget = started + self._limits.total - now
+                budget = started + self._limits.total_s - now
                 if budget <= 0:
                     if failed is not None and last_error is not None:
                         self._failures.failed(request_id, *failed, attempts, last_error, final=True)
-                    raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
+                    raise as_api_error(TotalTimeout(self._limits.total_s), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
@@ -300,9 +300,9 @@ class Dispatcher:
         attempt = stream.attempt
         loop = asyncio.get_running_loop()
         # The total bound counts from the request's arrival, in the loop's clock.
-        total = self._limits.total
+        total = self._limits.total_s
         deadline = loop.time() + (started + total - self._clock())
-        idle = self._limits.idle
+        idle = self._limits.idle_s
         try:
             while True:
                 now = loop.time()

@@ -42,13 +42,13 @@ class PhaseLimits:
     `router.stale_after`, within which a replica's metrics must have been read for a
     non-streamed answer without a generation bound to be waited for past response_header."""
 
-    dial: float
-    response_header: float
-    generation: float
-    first_token: float
-    idle: float
-    total: float
-    replica_fresh: float
+    dial_s: float
+    response_header_s: float
+    generation_s: float
+    first_token_s: float
+    idle_s: float
+    total_s: float
+    replica_fresh_s: float
 
 
 def bounded(
@@ -124,13 +124,13 @@ async def fetch(
     """A non-streaming try: the whole answer within generation (or what is left of total;
     without a generation bound, checked for liveness every response_header)."""
     now = attempt.loop.time()
-    every = limits.response_header
-    if liveness is None or limits.generation > 0 or not 0 < every < budget:
-        bound, phase, named = bounded(limits.generation, GenerationTimeout, budget, limits.total)
-        conn = await attempt.send(head, body, limits.dial, now + bound, phase, named)
+    every = limits.response_header_s
+    if liveness is None or limits.generation_s > 0 or not 0 < every < budget:
+        bound, phase, named = bounded(limits.generation_s, GenerationTimeout, budget, limits.total_s)
+        conn = await attempt.send(head, body, limits.dial_s, now + bound, phase, named)
     else:
         conn = await attempt.send(
-            head, body, limits.dial, now + every, HeaderTimeout, every, liveness, now + budget
+            head, body, limits.dial_s, now + every, HeaderTimeout, every, liveness, now + budget
         )
     data = await attempt.read_body()
     attempt.end()
@@ -159,10 +159,10 @@ async def open_stream(
     been sent, and relaying it as a stream would glue an error event onto it."""
     loop = attempt.loop
     end = loop.time() + budget
-    bound, phase, named = bounded(limits.response_header, HeaderTimeout, budget, limits.total)
-    conn = await attempt.send(head, body, limits.dial, loop.time() + bound, phase, named)
+    bound, phase, named = bounded(limits.response_header_s, HeaderTimeout, budget, limits.total_s)
+    conn = await attempt.send(head, body, limits.dial_s, loop.time() + bound, phase, named)
     if conn.status != 200:
-        bound, phase, named = bounded(limits.idle, IdleTimeout, end - loop.time(), limits.total)
+        bound, phase, named = bounded(limits.idle_s, IdleTimeout, end - loop.time(), limits.total_s)
         attempt.move_in(bound, phase, named)
         data = await attempt.read_body()
         attempt.end()
@@ -171,7 +171,7 @@ async def open_stream(
         return Answer(conn.status, content_type_of(conn), data)
     if not is_event_stream(conn):
         raise NotAStream(f"the replica answered a streaming request with {content_type_of(conn)!r}")
-    bound, phase, named = bounded(limits.first_token, FirstTokenTimeout, end - loop.time(), limits.total)
+    bound, phase, named = bounded(limits.first_token_s, FirstTokenTimeout, end - loop.time(), limits.total_s)
     attempt.move_in(bound, phase, named)
     first = await conn.read_available()
     if first is None:

@@ -85,8 +85,8 @@ def test_no_head_within_response_header_is_a_504_naming_it() -> None:
         rig = Rig([], retries=0)
         task = rig.serve(FakeClient(), stream=True)
         await settle()
-        assert rig.expire(LIMITS.response_header - 1) == 0
-        assert rig.expire(LIMITS.response_header + 1) == 1
+        assert rig.expire(LIMITS.response_header_s - 1) == 0
+        assert rig.expire(LIMITS.response_header_s + 1) == 1
         error = await refused(task)
         assert error.status == 504
         assert "response_header" in error.message
@@ -137,7 +137,7 @@ def test_no_first_token_in_time_is_a_504_naming_first_token() -> None:
         rig = Rig([head()], retries=0)
         task = rig.serve(FakeClient(), stream=True)
         await settle()
-        assert rig.expire(LIMITS.first_token + 1) == 1
+        assert rig.expire(LIMITS.first_token_s + 1) == 1
         error = await refused(task)
         assert error.status == 504
         assert "first_token" in error.message
@@ -153,8 +153,8 @@ def test_an_idle_replica_mid_stream_ends_the_stream_with_an_error_event() -> Non
         task = rig.serve(client, stream=True)
         await settle()
         assert client.status == 200
-        assert rig.expire(LIMITS.idle - 1) == 0
-        assert rig.expire(LIMITS.idle + 1) == 1
+        assert rig.expire(LIMITS.idle_s - 1) == 0
+        assert rig.expire(LIMITS.idle_s + 1) == 1
         await task
         assert b"idle" in client.body.rsplit(b"data: ", 1)[-1]
         assert rig.replicas["a"].last.closed
@@ -167,13 +167,13 @@ def test_an_idle_replica_mid_stream_ends_the_stream_with_an_error_event() -> Non
 def test_total_bounds_a_stream_when_it_is_nearer_than_idle() -> None:
     async def go() -> None:
         limits = PhaseLimits(
-            dial=1.0,
-            response_header=5.0,
-            generation=0,
-            first_token=10.0,
-            idle=30.0,
-            total=20.0,
-            replica_fresh=10.0,
+            dial_s=1.0,
+            response_header_s=5.0,
+            generation_s=0,
+            first_token_s=10.0,
+            idle_s=30.0,
+            total_s=20.0,
+            replica_fresh_s=10.0,
         )
         rig = Rig(STREAM[:2], limits=limits, retries=0)
         client = FakeClient()
