@@ -6,8 +6,9 @@ the loop the rest of the gateway runs on, with nothing between the socket and it
 the llhttp parser. granian, which served it first, did its HTTP work in Rust but
 handed each request to Python and back across threads, and that hand-off alone cost
 about 125 µs per request on this project's machine, more than the gateway's own work
-(~100 µs); aiohttp's server and uvicorn cost more than twice granian's
-(bench/results/router-client-choice.md). Measured A/B in one run
+(~100 µs); aiohttp's server and uvicorn cost more than twice granian's (measured when
+granian was replaced; that record was not kept, unlike the client's:
+bench/results/router-client-choice.md). Measured A/B in one run
 (bench/results/router-overhead-2026-11-29-5.md): the latency the gateway adds at
 concurrency 1 went from 0.54 ms to 0.30 ms (p50, non-streaming), and its CPU per
 request at concurrency 64 from 395 to 344 µs. The routes are few and fixed, so a

@@ -29,6 +29,7 @@ from llmgw.errors import (
 )
 from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
+from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
@@ -74,7 +75,7 @@ class Dispatcher:
         self._retry_after = retry_after
         self._clock = clock
         self._failures = failures or FailureLog(clock=clock)
-        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
+        self._liveness = Liveness(limits.response_header_s, limits.replica_fresh_s, limits.total_s, clock)
 
     async def serve(
         self,
@@ -112,11 +113,11 @@ class Dispatcher:
                 if failed is not None and last_error is not None:
                     self._failures.failed(request_id, *failed, attempts, last_error, final=False)
                     failed = None
-                budget = started + self._limits.total - now
+                budget = started + self._limits.total_s - now
                 if budget <= 0:
                     if failed is not None and last_error is not None:
                         self._failures.failed(request_id, *failed, attempts, last_error, final=True)
-                    raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
+                    raise as_api_error(TotalTimeout(self._limits.total_s), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
@@ -177,15 +178,15 @@ class Dispatcher:
         now = self._clock()
         endpoint.inflight += 1
         endpoint.breaker.begin(now)
+        # The try's connection and deadline: ended (released or closed) in the finally.
+        attempt = Attempt(endpoint, self._watchdog)
         try:
             try:
                 result: Answer | OpenStream
                 if request.stream:
-                    result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
+                    result = await open_stream(attempt, head, body, self._limits, budget)
                 else:
-                    result = await fetch(
-                        endpoint, head, body, self._limits, budget, self._watchdog, self._liveness
-                    )
+                    result = await fetch(attempt, head, body, self._limits, budget, self._liveness)
             except UpstreamStatus as exc:
                 if exc.status in ENGINE_AUTH_STATUSES:
                     # The replica refuses the gateway's key: every request there would
@@ -239,6 +240,7 @@ class Dispatcher:
             await self._relay(proto, request, target, endpoint, result, request_id, started)
             return True
         finally:
+            attempt.end()
             endpoint.inflight -= 1
 
     async def _relay(
@@ -295,19 +297,19 @@ class Dispatcher:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off)."""
         conn = stream.conn
-        watch = stream.watch
+        attempt = stream.attempt
         loop = asyncio.get_running_loop()
         # The total bound counts from the request's arrival, in the loop's clock.
-        total = self._limits.total
+        total = self._limits.total_s
         deadline = loop.time() + (started + total - self._clock())
-        idle = self._limits.idle
+        idle = self._limits.idle_s
         try:
             while True:
                 now = loop.time()
                 if now + idle < deadline:
-                    watch.move(now + idle, IdleTimeout, idle)
+                    attempt.move_at(now + idle, IdleTimeout, idle)
                 else:
-                    watch.move(deadline, TotalTimeout, total)
+                    attempt.move_at(deadline, TotalTimeout, total)
                 chunk = await conn.read_available()
                 if chunk is None:
                     break
@@ -321,20 +323,17 @@ class Dispatcher:
                 raise UpstreamClosed("the replica ended the stream without its closing [DONE] event")
         except ProtocolClosed:
             # The client left: closing the replica's connection makes it stop generating.
-            conn.close()
+            attempt.end()
             return 499
         except UpstreamError as exc:
-            conn.close()
+            # Closed before the client is told, so the replica stops at once.
+            attempt.end()
             timed_out = isinstance(exc, PhaseTimeout)
             self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
-        except BaseException:
-            conn.close()
-            raise
-        finally:
-            self._watchdog.disarm(watch)
-        endpoint.pool.release(conn)
+        attempt.whole = True
+        attempt.end()
         return 200
 
     async def _broken(
