@@ -41,6 +41,7 @@ from llmgw.router.usage import NO_TAGS, Account, new_account
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
     from llmgw.auth.principal import Principal
+    from llmgw.guard import Guardrails
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -69,6 +70,7 @@ class GatewayApp:
         auth: AuthGate | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        guard: Guardrails | None = None,
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -81,6 +83,7 @@ class GatewayApp:
         self._band_header = band_header.lower()
         self._trust_band_header = trust_band_header and auth is None
         self._auth = auth
+        self._guard = guard
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -178,6 +181,9 @@ class GatewayApp:
             # Not allowed to this caller is answered as not existing at all.
             raise unknown_model(request.model)
         check_limits(request, target)
+        guard = self._guard
+        if guard is not None and guard.active:
+            request = await self._guard_input(guard, kind, request, principal)
         chain: list[Target] = [target]
         for name in target.fallbacks:
             fallback = self._resolver.fallback(name)
@@ -210,6 +216,32 @@ class GatewayApp:
             # The client left; the replica's connection was closed on the way out.
         finally:
             self._departures.leave(stay)
+
+    async def _guard_input(
+        self, guard: Guardrails, kind: Kind, request: ClientRequest, principal: Principal | None
+    ) -> ClientRequest:
+        """The input stage (400 content_filter on a block); a redacted request is
+        decoded again from its rewritten body, so the engine, the prefix tree and the
+        token estimate all see the redacted text."""
+        scopes: tuple[tuple[str, str], ...] = ()
+        if principal is not None and guard.policies.attachments:
+            scopes = tuple(
+                (level, ident)
+                for level, ident in (
+                    ("user", principal.user_id),
+                    ("project", principal.project_id),
+                    ("team", principal.team_id),
+                    ("org", principal.org_id),
+                )
+                if ident
+            )
+        applied = guard.applied(scopes)
+        if await guard.check_request(kind, request.body, applied):
+            redacted = parse_request(kind, orjson.dumps(request.body))
+            redacted.session = request.session
+            request = redacted
+        request.guard = applied
+        return request
 
     def _charge(self, principal: Principal, request: ClientRequest, target: Target, scope: Scope) -> Account:
         """Counts the request against the caller's limits and budgets (429 when one is

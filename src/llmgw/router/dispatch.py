@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llmgw.errors import (
     IdleTimeout,
@@ -37,6 +38,9 @@ from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
 from llmgw.upstream.watchdog import Watchdog
 
+if TYPE_CHECKING:
+    from llmgw.guard import Guardrails, StreamScanner
+
 _EVENT_STREAM = "text/event-stream"
 
 
@@ -55,7 +59,9 @@ class Dispatcher:
         inject_usage: bool,
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
+        guard: Guardrails | None = None,
     ) -> None:
+        self._guard = guard
         self._endpoints = endpoints
         self._picker = picker
         self._metrics = metrics
@@ -172,10 +178,15 @@ class Dispatcher:
             endpoint.breaker.succeeded()
             request_id = rid.decode()
             if isinstance(result, Answer):
+                answer = result.body
+                applied = request.guard
+                if applied is not None and applied.output and result.status == 200 and self._guard:
+                    # A block raises the 400 before any byte of the answer is sent.
+                    answer = await self._guard.check_answer(answer, request.prompt, applied)
                 proto.response_bytes(
                     result.status,
                     self._headers(request_id, target, endpoint, result.content_type),
-                    result.body,
+                    answer,
                 )
                 finished = self._clock()
                 self._metrics.answered(target.model, result.status, finished - started)
@@ -213,6 +224,12 @@ class Dispatcher:
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
+        applied = request.guard
+        scanner = (
+            self._guard.scanner(applied)
+            if applied is not None and applied.output and self._guard is not None
+            else None
+        )
         headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
         headers.append(("cache-control", "no-cache"))
         # The response ends when the handler returns; _pump holds no caught exception in
@@ -220,9 +237,13 @@ class Dispatcher:
         # request's objects) into a cycle until the collector ran.
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
+        if scanner is not None:
+            first = scanner.feed(first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started
+            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, scanner
         )
+        if scanner is not None and self._guard is not None:
+            self._guard.stream_done(scanner)
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
         self._usage.record(
@@ -248,9 +269,11 @@ class Dispatcher:
         endpoint: Endpoint,
         target: Target,
         started: float,
+        scanner: StreamScanner | None = None,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
-        499 when the client left, 502 when the replica broke it off)."""
+        499 when the client left, 502 when the replica broke it off). With a guard
+        `scanner`, what is sent is what it releases, and a block ends the stream."""
         conn = stream.conn
         watch = stream.watch
         loop = asyncio.get_running_loop()
@@ -260,6 +283,9 @@ class Dispatcher:
         idle = self._limits.idle
         try:
             while True:
+                if scanner is not None and scanner.blocked is not None:
+                    conn.close()  # the replica stops generating what nobody will read
+                    return 200
                 now = loop.time()
                 if now + idle < deadline:
                     watch.move(now + idle, IdleTimeout, idle)
@@ -269,9 +295,13 @@ class Dispatcher:
                 if chunk is None:
                     break
                 out = relay.feed(chunk)
+                if scanner is not None:
+                    out = scanner.feed(out)
                 if out:
                     await transport.send_bytes(out)
             rest = relay.flush()
+            if scanner is not None:
+                rest = scanner.feed(rest)
             if rest:
                 await transport.send_bytes(rest)
             if not relay.done:
