@@ -9,6 +9,7 @@ import typer
 
 from llmgw.config import load_settings, render_effective
 from llmgw.errors import ConfigError
+from llmgw.guard.describe import describe
 
 app = typer.Typer(help="Check a configuration file, or show what it amounts to.", no_args_is_help=True)
 
@@ -37,9 +38,11 @@ def show(
         None, help="The YAML configuration; without it, the embedded defaults.", show_default=False
     ),
 ) -> None:
-    """Print the effective configuration: defaults filled in, environment applied, models normalised."""
+    """Print the effective configuration: defaults filled in, environment applied, models
+    normalised; then, as comments, what each guard policy does."""
     try:
         settings = load_settings(file)
     except ConfigError as exc:
         raise _fail(exc) from None
     typer.echo(render_effective(settings), nl=False)
+    typer.echo("\n".join(describe(settings.guard)))
