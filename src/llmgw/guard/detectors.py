@@ -166,8 +166,8 @@ def _digit_runs(text: str) -> list[tuple[int, int, int]]:
             start -= 1
         while not text[start].isdigit():
             start += 1
-        m = _DIGIT_RUN.match(text, start)
-        end = m.end() if m is not None else at + 2
+        found = _DIGIT_RUN.match(text, start)
+        end = found.end() if found is not None else at + 2
         run = text[start:end]
         out.append((start, end, len(run) - run.count(" ") - run.count("-")))
         at = mapped.find(b"00", max(end, at + 2))
