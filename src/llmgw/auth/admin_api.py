@@ -49,6 +49,7 @@ from llmgw.store import Store
 
 if TYPE_CHECKING:
     from llmgw.control.admin import ControlRoutes
+    from llmgw.guard.attachments import GuardRoutes
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class AdminApi:
         self._token = token
         self._handlers = Handlers(settings, store, gate, clock)
         self.control = control
+        self.guard: GuardRoutes | None = None
+        """`/api/guard`, set by the server once the gateway's guardrails exist."""
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -112,6 +115,8 @@ class AdminApi:
         if not isinstance(data, dict):
             raise BadRequest("the body must be a JSON object")
         try:
+            if parts and parts[0] == "guard" and self.guard is not None:
+                return await self.guard.handle(method, parts[1:], query, data)
             return await self._handlers.dispatch(method, parts, query, data)
         except ValidationError as exc:
             raise BadRequest(_validation_message(exc)) from None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from llmgw.auth import AdminApi, AuthGate, admin_token
 from llmgw.config import Settings
+from llmgw.guard.attachments import GuardRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
@@ -85,6 +86,16 @@ async def _auth(settings: Settings, config_dir: Path | None) -> AsyncIterator[Te
         await store.close()
 
 
+async def _guard_attachments(settings: Settings, gateway: Gateway, tenancy: Tenancy) -> asyncio.Task[None]:
+    """Guard attachments read from the store now, kept fresh by a background task, and
+    changed through `/api/guard`."""
+    routes = GuardRoutes(settings.guard, gateway.guard, tenancy.store)
+    await routes.refresh()
+    tenancy.api.guard = routes
+    interval_s = max(settings.auth.effective_cache_ttl.total_seconds() / 2, 0.05)
+    return asyncio.create_task(routes.run(interval_s), name="guard-attachments")
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event | None = None, config_dir: Path | None = None
 ) -> None:
@@ -101,6 +112,8 @@ async def serve(
         for server in servers:
             await server.start()
         background = await gateway.background()
+        if tenancy is not None:
+            background.append(await _guard_attachments(settings, gateway, tenancy))
         control = await start_control(
             settings, gateway, tenancy.store if tenancy is not None else None, config_dir
         )
