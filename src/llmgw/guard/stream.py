@@ -12,6 +12,9 @@ A block ends the stream: a chunk with `finish_reason: "content_filter"` and an e
 event in OpenAI's shape, and nothing after them. What was released before stays
 released: the client has it.
 
+An event whose text is held back entirely, and that carries nothing else, is not
+sent: it costs a decode and no encode.
+
 Limits: a match longer than `HOLD_CHARS` (a whole PEM private key) is caught by its
 start only when it straddles the release point; the header alone is matched then.
 """
@@ -28,8 +31,13 @@ from llmgw.guard.detectors import Finding
 from llmgw.guard.inspect_text import BLOCK, REDACT, Hit, findings_for, redact
 from llmgw.guard.policy import Rule
 
-HOLD_CHARS = 256
-"""How far back text is held: longer than any pattern's usual match."""
+HOLD_CHARS = 128
+"""How far back text is held: past the longest stretch a pattern needs to see before it
+matches at all (an e-mail's 64-character local part and its domain), so a match that
+begins before the release point has matched by then, and holds the release back."""
+RELEASE_STEP_CHARS = 32
+"""Text is released (and so scanned) once this much more than HOLD_CHARS is pending:
+a scan per few tokens rather than per token."""
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
@@ -100,12 +108,16 @@ class StreamScanner:
                 out.append(b"data: [DONE]\n\n")
                 continue
             rewritten = self._one(data)
-            out.append(event + b"\n\n" if rewritten is None else rewritten)
+            if rewritten is None:
+                out.append(event + b"\n\n")
+            elif rewritten:
+                out.append(rewritten)
             if self.blocked is not None:
                 break
         return b"".join(out)
 
     def _one(self, data: bytes) -> bytes | None:
+        """The event rewritten; None to pass it as it is; b"" to leave it out."""
         try:
             body = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -117,20 +129,28 @@ class StreamScanner:
             return None
         if not self._template:
             self._template = {k: v for k, v in body.items() if k not in ("choices", "usage")}
+        omit = len(choices) == 1 and len(body) <= len(self._template) + 1
         for choice in choices:
             if not isinstance(choice, dict):
+                omit = False
                 continue
             index = choice.get("index", 0)
             holder, key = _text_place(choice)
             text = holder.get(key) if holder is not None else None
             pending = self._pending.get(index, "") + (text if isinstance(text, str) else "")
             final = choice.get("finish_reason") is not None
-            released = self._release(index, pending, final)
+            if not final and len(pending) < HOLD_CHARS + RELEASE_STEP_CHARS:
+                self._pending[index] = pending
+                released = ""
+            else:
+                released = self._release(index, pending, final)
             if self.blocked is not None:
                 return blocked_events(self._template, index, self.blocked)
             if holder is not None and (isinstance(text, str) or released):
                 holder[key] = released
-        return _event(body)
+            if omit and not _only_held_text(choice, released, final):
+                omit = False
+        return b"" if omit else _event(body)
 
     def _release(self, index: int, pending: str, final: bool) -> str:
         """What of `pending` may go now (redacted); keeps the rest for later."""
@@ -174,6 +194,16 @@ class StreamScanner:
     def _note(self, hit: Hit) -> None:
         if hit not in self.hits:
             self.hits.append(hit)
+
+
+def _only_held_text(choice: dict[str, Any], released: str, final: bool) -> bool:
+    """Whether the choice, its text held back, has nothing else to say (no event needed)."""
+    if released or final or choice.get("logprobs") is not None:
+        return False
+    if set(choice) - {"index", "delta", "text", "finish_reason", "logprobs"}:
+        return False
+    delta = choice.get("delta")
+    return not (isinstance(delta, dict) and set(delta) - {"content"})
 
 
 def _text_place(choice: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:

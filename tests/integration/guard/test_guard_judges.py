@@ -55,7 +55,7 @@ def qwen_judge() -> Iterator[SimEngineProcess]:
 @pytest.fixture(scope="module")
 def strict_gateway(echo_sim: SimEngineProcess, llama_judge: SimEngineProcess) -> Iterator[GatewayProcess]:
     check = {"stage": "both", "action": "block", "categories": ["S1", "S9"], "timeout": "1s"}
-    handle = start_gateway(_judged(echo_sim, llama_judge, "llamaguard3", check))
+    handle = start_gateway(_judged(echo_sim, llama_judge, "llamaguard3", check), timeout=60)
     try:
         yield handle
     finally:
@@ -65,7 +65,7 @@ def strict_gateway(echo_sim: SimEngineProcess, llama_judge: SimEngineProcess) ->
 @pytest.fixture(scope="module")
 def lenient_gateway(echo_sim: SimEngineProcess, qwen_judge: SimEngineProcess) -> Iterator[GatewayProcess]:
     check = {"stage": "input", "action": "block", "on_error": "allow", "timeout": "1s"}
-    handle = start_gateway(_judged(echo_sim, qwen_judge, "qwen3guard", check))
+    handle = start_gateway(_judged(echo_sim, qwen_judge, "qwen3guard", check), timeout=60)
     try:
         yield handle
     finally:

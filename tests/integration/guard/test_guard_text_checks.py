@@ -26,7 +26,7 @@ def input_gateway(echo_sim: SimEngineProcess) -> Iterator[GatewayProcess]:
         {"type": "pii", "stage": "input", "action": "redact"},
         {"type": "regex", "stage": "input", "action": "flag", "patterns": ["(?i)project zeus"]},
     ]
-    handle = start_gateway(guarded_config(echo_sim, checks))
+    handle = start_gateway(guarded_config(echo_sim, checks), timeout=60)
     try:
         yield handle
     finally:
@@ -39,7 +39,7 @@ def output_gateway(echo_sim: SimEngineProcess) -> Iterator[GatewayProcess]:
         {"type": "secrets", "stage": "output", "action": "block"},
         {"type": "pii", "stage": "output", "action": "redact"},
     ]
-    handle = start_gateway(guarded_config(echo_sim, checks))
+    handle = start_gateway(guarded_config(echo_sim, checks), timeout=60)
     try:
         yield handle
     finally:

@@ -7,6 +7,7 @@ import orjson
 from llmgw.config.guard import GuardPolicy
 from llmgw.guard import HOLD_CHARS, StreamScanner, compile_policy
 from llmgw.guard.policy import Rule
+from llmgw.guard.stream import RELEASE_STEP_CHARS
 
 
 def rules(action: str) -> tuple[Rule, ...]:
@@ -53,16 +54,17 @@ def test_a_key_split_across_events_is_redacted_whole() -> None:
     assert out.endswith(b"data: [DONE]\n\n")
 
 
-def test_text_is_held_back_at_most_hold_chars() -> None:
+def test_text_is_held_back_at_most_hold_chars_and_a_step() -> None:
     scanner = StreamScanner(rules("redact"))
-    out = scanner.feed(event("a" * (HOLD_CHARS + 10)))
-    assert "".join(texts(out)) == "a" * 10
+    assert scanner.feed(event("a" * (HOLD_CHARS + RELEASE_STEP_CHARS - 1))) == b""  # held whole: no event
+    out = scanner.feed(event("a"))
+    assert "".join(texts(out)) == "a" * RELEASE_STEP_CHARS
 
 
 def test_block_after_release_ends_with_content_filter_and_error() -> None:
     scanner = StreamScanner(rules("block"))
-    first = scanner.feed(event("b" * (HOLD_CHARS + 5)))
-    assert "".join(texts(first)) == "b" * 5
+    first = scanner.feed(event("b" * (HOLD_CHARS + RELEASE_STEP_CHARS)))
+    assert "".join(texts(first)) == "b" * RELEASE_STEP_CHARS
     out = scanner.feed(event(" " + KEY) + event(" more"))
     assert scanner.blocked is not None
     assert b'"finish_reason":"content_filter"' in out
