@@ -45,6 +45,8 @@ _LINE = re.compile(rb"\r\n|\n|\r")
 
 def _data_of(event: bytes) -> bytes | None:
     """The event's data field (lines joined by LF), None when it has none."""
+    if event.startswith(b"data: ") and b"\n" not in event and b"\r" not in event:
+        return event[6:]  # the usual event: one data line
     data: list[bytes] = []
     for line in _LINE.split(event):
         if line.startswith(b"data:"):
@@ -55,7 +57,8 @@ def _data_of(event: bytes) -> bytes | None:
 
 def split_events(chunk: bytes) -> list[bytes]:
     """Whole events (without their blank line) of what the relay released."""
-    return [e for e in _EVENT_END.split(chunk) if e.strip()]
+    parts = chunk.split(b"\n\n") if b"\r" not in chunk else _EVENT_END.split(chunk)
+    return [e for e in parts if e.strip()]
 
 
 def _event(body: Any) -> bytes:
@@ -200,10 +203,14 @@ def _only_held_text(choice: dict[str, Any], released: str, final: bool) -> bool:
     """Whether the choice, its text held back, has nothing else to say (no event needed)."""
     if released or final or choice.get("logprobs") is not None:
         return False
-    if set(choice) - {"index", "delta", "text", "finish_reason", "logprobs"}:
-        return False
     delta = choice.get("delta")
-    return not (isinstance(delta, dict) and set(delta) - {"content"})
+    if isinstance(delta, dict):
+        # index, delta, and finish_reason and logprobs (both null) at most.
+        return len(delta) <= 1 and len(choice) <= 4
+    return all(k in _TEXT_CHOICE_KEYS for k in choice)
+
+
+_TEXT_CHOICE_KEYS = frozenset({"index", "text", "finish_reason", "logprobs"})
 
 
 def _text_place(choice: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
