@@ -22,6 +22,11 @@ from llmgw.guard.slots import Slot, answer_slots, request_slots
 from llmgw.guard.stream import StreamScanner
 
 CONTENT_FILTER = "content_filter"
+CLEAN_CACHE_ENTRIES = 1024
+"""Texts remembered as clean per rule set: a conversation re-sends its system prompt and
+history every turn, and those are scanned once, not every turn."""
+CLEAN_CACHE_MIN_CHARS = 64
+CLEAN_CACHE_MAX_CHARS = 16384
 
 
 def refusal(hit: Hit, stage: str) -> BadRequest:
@@ -48,6 +53,8 @@ class Guardrails:
         self.judge = judge
         self.counts = GuardCounts()
         self._clock = clock
+        # id(rules) → (the rules, kept so the id is not reused; the texts found clean).
+        self._clean: dict[int, tuple[tuple[Rule, ...], dict[str, None]]] = {}
 
     @property
     def active(self) -> bool:
@@ -62,8 +69,17 @@ class Guardrails:
         tr = text_rules(rules)
         changed = False
         hits: list[Hit] = []
+        clean = self._clean_texts(rules) if stage == INPUT else None
         for holder, key in slots:
-            result = inspect(holder[key], tr)
+            text = holder[key]
+            cacheable = clean is not None and CLEAN_CACHE_MIN_CHARS <= len(text) <= CLEAN_CACHE_MAX_CHARS
+            if cacheable and clean is not None and text in clean:
+                continue
+            result = inspect(text, tr)
+            if cacheable and clean is not None and not result.hits:
+                if len(clean) >= CLEAN_CACHE_ENTRIES:
+                    del clean[next(iter(clean))]  # the oldest
+                clean[text] = None
             for hit in result.hits:
                 if hit not in hits:
                     hits.append(hit)
@@ -75,6 +91,14 @@ class Guardrails:
                 changed = True
         self._tally(tr, hits, stage)
         return changed, hits
+
+    def _clean_texts(self, rules: tuple[Rule, ...]) -> dict[str, None]:
+        found = self._clean.get(id(rules))
+        if found is None or found[0] is not rules:
+            if len(self._clean) >= CLEAN_CACHE_ENTRIES:
+                self._clean.clear()
+            found = self._clean[id(rules)] = (rules, {})
+        return found[1]
 
     def _tally(self, rules: tuple[Rule, ...], hits: list[Hit], stage: str) -> None:
         add = self.counts.add

@@ -69,3 +69,16 @@ def test_input_stage_redacts_in_place_and_blocks_naming_the_check() -> None:
     assert "'strict'" in caught.value.message
     assert "AKIA" not in caught.value.message
     assert guard.counts.checks[("strict", "secrets", "input", "block", "hit")] == 1
+
+
+def test_a_clean_long_text_is_scanned_once_per_rule_set() -> None:
+    guard = Guardrails(PolicySet.from_settings(GUARD))
+    system = "You are a helpful assistant for the finance team. " * 4
+    for _ in range(2):
+        body = {
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": "a@b.example x"}]
+        }
+        assert asyncio.run(guard.check_request("chat", body, guard.applied()))
+        assert body["messages"][1]["content"] == "[EMAIL] x"
+    cached = guard._clean[id(guard.applied().input)][1]
+    assert list(cached) == [system]
