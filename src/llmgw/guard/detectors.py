@@ -142,35 +142,32 @@ def regex_detectors(patterns: tuple[str, ...]) -> tuple[Detector, ...]:
 _DIGIT_RUN = re.compile(r"[0-9](?:[ -]?[0-9])*")
 
 
-_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-_RUN_CHARS = frozenset("0123456789 -")
+# ASCII text's shape: every digit a 0, every capital an A. In it, digit runs and an
+# IBAN's head are found by patterns that begin with a literal, which `re` searches fast.
+_SHAPE = bytes.maketrans(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"0" * 10 + b"A" * 26)
+_LONG_RUN = re.compile(rb"0(?:[ -]?0){8,}")
+_IBAN_HEAD = b"AA00"
 
 
 def _digit_runs(text: str) -> list[tuple[int, int, int]]:
-    """(start, end, digits) of each run of digits in `text` with two digits in a row
-    somewhere (every digit pattern here has). ASCII text (most of it) is searched for
-    two digits in a row with one byte translation and a substring search, dozens of
-    times cheaper than a regular expression that tries every position."""
+    """(start, end, digits) of the runs of digits the digit patterns can match in: runs
+    of nine digits or more (cards, SSNs, national ids), and an IBAN's two check digits
+    after two capitals. ASCII text (most of it) is searched in its shape, one byte
+    translation and two searches by a literal, dozens of times cheaper than a pattern
+    that tries every position; other text by that pattern."""
     out: list[tuple[int, int, int]] = []
     if not text.isascii():
         for m in _DIGIT_RUN.finditer(text):
             run = m.group()
             out.append((m.start(), m.end(), len(run) - run.count(" ") - run.count("-")))
         return out
-    mapped = text.encode().translate(_TO_ZERO)
-    at = mapped.find(b"00")
+    shape = text.encode().translate(_SHAPE)
+    for m in _LONG_RUN.finditer(shape):
+        out.append((m.start(), m.end(), m.group().count(b"0")))
+    at = shape.find(_IBAN_HEAD)
     while at >= 0:
-        start = at
-        floor = max(0, at - 64)
-        while start > floor and text[start - 1] in _RUN_CHARS:
-            start -= 1
-        while not text[start].isdigit():
-            start += 1
-        found = _DIGIT_RUN.match(text, start)
-        end = found.end() if found is not None else at + 2
-        run = text[start:end]
-        out.append((start, end, len(run) - run.count(" ") - run.count("-")))
-        at = mapped.find(b"00", max(end, at + 2))
+        out.append((at + 2, at + 4, 2))
+        at = shape.find(_IBAN_HEAD, at + 4)
     return out
 
 
