@@ -4,7 +4,7 @@ patterns, judge models), the policies that say which run where, and what a hit d
 calls `Guardrails` and supplies the `Judge`."""
 
 from llmgw.guard.detectors import Finding, find
-from llmgw.guard.engine import CONTENT_FILTER, Guardrails, refusal
+from llmgw.guard.engine import CONTENT_FILTER, FLAG_TAG, Guardrails, flag_tag, refusal
 from llmgw.guard.formats import FORMATS, known_format
 from llmgw.guard.inspect_text import Hit, TextResult, inspect, redact
 from llmgw.guard.judging import Judge
@@ -14,6 +14,7 @@ from llmgw.guard.verdicts import Unreadable, Verdict, read_verdict
 
 __all__ = [
     "CONTENT_FILTER",
+    "FLAG_TAG",
     "FORMATS",
     "HOLD_CHARS",
     "NOTHING",
@@ -30,6 +31,7 @@ __all__ = [
     "Verdict",
     "compile_policy",
     "find",
+    "flag_tag",
     "inspect",
     "known_format",
     "read_verdict",

@@ -162,8 +162,8 @@ def _digit_runs(text: str) -> list[tuple[int, int, int]]:
             out.append((m.start(), m.end(), len(run) - run.count(" ") - run.count("-")))
         return out
     shape = text.encode().translate(_SHAPE)
-    for m in _LONG_RUN.finditer(shape):
-        out.append((m.start(), m.end(), m.group().count(b"0")))
+    for long_run in _LONG_RUN.finditer(shape):
+        out.append((long_run.start(), long_run.end(), long_run.group().count(b"0")))
     at = shape.find(_IBAN_HEAD)
     while at >= 0:
         out.append((at + 2, at + 4, 2))

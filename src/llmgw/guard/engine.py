@@ -15,7 +15,7 @@ import orjson
 
 from llmgw.errors import BadRequest
 from llmgw.guard.counts import CLEAN, HIT, GuardCounts
-from llmgw.guard.inspect_text import Hit, inspect, text_rules
+from llmgw.guard.inspect_text import FLAG, Hit, inspect, text_rules
 from llmgw.guard.judging import Judge, judge_all
 from llmgw.guard.policy import INPUT, NOTHING, OUTPUT, Applied, PolicySet, Rule
 from llmgw.guard.slots import Slot, answer_slots, request_slots
@@ -27,6 +27,20 @@ CLEAN_CACHE_ENTRIES = 1024
 history every turn, and those are scanned once, not every turn."""
 CLEAN_CACHE_MIN_CHARS = 64
 CLEAN_CACHE_MAX_CHARS = 16384
+
+
+FLAG_TAG = "guard"
+"""The usage record's tag that names what flagged a request: `policy/check,…`."""
+
+
+def flag_tag(flags: list[Hit], before: str = "") -> str:
+    """The FLAG_TAG value for `flags`, added to one the record already has."""
+    named = [n for n in before.split(",") if n]
+    for hit in flags:
+        name = f"{hit.policy}/{hit.check}"
+        if name not in named:
+            named.append(name)
+    return ",".join(named)
 
 
 def refusal(hit: Hit, stage: str) -> BadRequest:
@@ -106,7 +120,9 @@ class Guardrails:
             verdict = HIT if Hit(r.policy, r.check, r.action) in hits else CLEAN
             add(r.policy, r.check, stage, r.action, verdict)
 
-    async def _judge(self, rules: tuple[Rule, ...], messages: list[dict[str, str]], stage: str) -> None:
+    async def _judge(
+        self, rules: tuple[Rule, ...], messages: list[dict[str, str]], stage: str, flags: list[Hit] | None
+    ) -> None:
         judged = tuple(r for r in rules if r.judge)
         if not judged:
             return
@@ -116,23 +132,33 @@ class Guardrails:
         outcome = await judge_all(self.judge, self.formats, judged, messages, stage, self.counts, self._clock)
         if outcome.blocked is not None:
             raise refusal(outcome.blocked, stage)
+        if flags is not None:
+            flags.extend(h for h in outcome.hits if h.action == FLAG)
 
-    async def check_request(self, kind: str, body: dict[str, Any], applied: Applied) -> bool:
+    async def check_request(
+        self, kind: str, body: dict[str, Any], applied: Applied, flags: list[Hit] | None = None
+    ) -> bool:
         """The input stage over a decoded request body (rewritten in place when a rule
-        redacts); raises the 400 on a block. True when the body changed."""
+        redacts); raises the 400 on a block. True when the body changed; what flagged
+        it is added to `flags`."""
         rules = applied.input
         if not rules:
             return False
         slots = request_slots(kind, body)
-        changed, _ = self._texts(slots, rules, INPUT)
+        changed, hits = self._texts(slots, rules, INPUT)
+        if flags is not None:
+            flags.extend(h for h in hits if h.action == FLAG)
         if any(r.judge for r in rules):
             text = "\n".join(h[k] for h, k in slots)
-            await self._judge(rules, [{"role": "user", "content": text}], INPUT)
+            await self._judge(rules, [{"role": "user", "content": text}], INPUT, flags)
         return changed
 
-    async def check_answer(self, raw: bytes, prompt: str, applied: Applied) -> bytes:
+    async def check_answer(
+        self, raw: bytes, prompt: str, applied: Applied, flags: list[Hit] | None = None
+    ) -> bytes:
         """The output stage over a whole answer's bytes: the same bytes when nothing was
-        redacted, re-encoded when something was; raises the 400 on a block."""
+        redacted, re-encoded when something was; raises the 400 on a block. What
+        flagged it is added to `flags`."""
         rules = applied.output
         if not rules:
             return raw
@@ -143,11 +169,13 @@ class Guardrails:
         if not isinstance(body, dict):
             return raw
         slots = answer_slots(body)
-        changed, _ = self._texts(slots, rules, OUTPUT)
+        changed, hits = self._texts(slots, rules, OUTPUT)
+        if flags is not None:
+            flags.extend(h for h in hits if h.action == FLAG)
         if any(r.judge for r in rules):
             text = "\n".join(h[k] for h, k in slots)
             messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": text}]
-            await self._judge(rules, messages, OUTPUT)
+            await self._judge(rules, messages, OUTPUT, flags)
         return orjson.dumps(body) if changed else raw
 
     def scanner(self, applied: Applied) -> StreamScanner | None:

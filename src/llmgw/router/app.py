@@ -27,6 +27,7 @@ import orjson
 
 from llmgw.auth.tags import parse_tags
 from llmgw.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
@@ -191,6 +192,9 @@ class GatewayApp:
                 chain.append(fallback)
         if principal is not None:
             request.account = self._charge(principal, request, target, scope)
+            if request.guard_flagged:
+                tags = {**request.account.tags, FLAG_TAG: request.guard_flagged}
+                request.account = request.account._replace(tags=tags)
             band = self._flow.band(principal.band)
         else:
             band = self._flow.band(scope.headers.get(self._band_header) if self._trust_band_header else None)
@@ -236,11 +240,14 @@ class GatewayApp:
                 if ident
             )
         applied = guard.applied(scopes)
-        if await guard.check_request(kind, request.body, applied):
+        flags: list[Hit] = []
+        if await guard.check_request(kind, request.body, applied, flags):
             redacted = parse_request(kind, orjson.dumps(request.body))
             redacted.session = request.session
             request = redacted
         request.guard = applied
+        if flags:
+            request.guard_flagged = flag_tag(flags)
         return request
 
     def _charge(self, principal: Principal, request: ClientRequest, target: Target, scope: Scope) -> Account:

@@ -26,6 +26,7 @@ from llmgw.errors import (
     UpstreamError,
     UpstreamStatus,
 )
+from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.metrics import GatewayMetrics
@@ -40,6 +41,15 @@ from llmgw.upstream.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from llmgw.guard import Guardrails, StreamScanner
+
+
+def _flag(request: ClientRequest, flags: list[Hit]) -> None:
+    """Names what flagged the answer in the request's usage record (with auth on)."""
+    account = request.account
+    if flags and account is not None:
+        tags = {**account.tags, FLAG_TAG: flag_tag(flags, account.tags.get(FLAG_TAG, ""))}
+        request.account = account._replace(tags=tags)
+
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -182,7 +192,9 @@ class Dispatcher:
                 applied = request.guard
                 if applied is not None and applied.output and result.status == 200 and self._guard:
                     # A block raises the 400 before any byte of the answer is sent.
-                    answer = await self._guard.check_answer(answer, request.prompt, applied)
+                    flags: list[Hit] = []
+                    answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
+                    _flag(request, flags)
                 proto.response_bytes(
                     result.status,
                     self._headers(request_id, target, endpoint, result.content_type),
@@ -244,6 +256,7 @@ class Dispatcher:
         )
         if scanner is not None and self._guard is not None:
             self._guard.stream_done(scanner)
+            _flag(request, [h for h in scanner.hits if h.action == "flag"])
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
         self._usage.record(

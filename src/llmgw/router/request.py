@@ -67,6 +67,8 @@ class ClientRequest:
     sooner), sent to replicas that schedule by priority."""
     guard: Applied | None = None
     """The guard rules the caller's answer is checked by; None with no guard at all."""
+    guard_flagged: str = ""
+    """What flagged the request at the input stage (`policy/check,…`), for its usage record."""
 
     @property
     def prompt_token_floor(self) -> int:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -49,6 +51,7 @@ def gateway(echo_sim: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory
                     "name": "no-zeus",
                     "checks": [{"type": "regex", "patterns": ["(?i)zeus"], "action": "block"}],
                 },
+                {"name": "watch", "checks": [{"type": "regex", "patterns": ["budget"], "action": "flag"}]},
             ],
         },
     }
@@ -96,8 +99,25 @@ def test_attached_policy_applies_to_its_project_only(gateway: GatewayProcess) ->
 
 def test_unknown_policy_or_scope_is_refused_in_one_line(gateway: GatewayProcess) -> None:
     out = _llmgw(gateway, "ctl", "guard", "attach", "nope", "--project", "ranker", ok=False)
-    assert "policy 'nope' is not one of guard.policies (base, no-zeus)" in out
+    assert "policy 'nope' is not one of guard.policies (base, no-zeus, watch)" in out
     out = _llmgw(gateway, "ctl", "guard", "attach", "no-zeus", "--project", "ghost", ok=False)
     assert "ghost" in out
     out = _llmgw(gateway, "ctl", "guard", "attach", "no-zeus", ok=False)
     assert "name exactly one of --org, --team, --project or --user" in out
+
+
+def test_a_flag_is_named_in_the_usage_record(gateway: GatewayProcess) -> None:
+    key = _key(gateway, "crawler")
+    _llmgw(gateway, "ctl", "guard", "attach", "watch", "--project", "crawler")
+    assert _ask(gateway, key, "the budget for march") == "the budget for march"
+    headers = {"authorization": f"Bearer {gateway.admin_token()}"}
+    deadline = time.monotonic() + 30
+    flagged: list[dict[str, object]] = []
+    while not flagged and time.monotonic() < deadline:
+        records = httpx.get(gateway.admin_url + "/api/usage/records", headers=headers, timeout=5).json()[
+            "data"
+        ]
+        flagged = [r for r in records if r.get("tags", {}).get("guard") == "watch/regex"]
+        time.sleep(0.2)
+    assert flagged, "no usage record names the flag"
+    _llmgw(gateway, "ctl", "guard", "detach", "watch", "--project", "crawler")
