@@ -29,6 +29,7 @@ def check(settings: Settings) -> list[Problem]:
         *_listeners_apart(settings),
         *_backup_copies(settings),
         *_vault_references(settings),
+        *_guard_judges(settings),
     ]
 
 
@@ -110,3 +111,23 @@ def _vault_references(s: Settings) -> Iterator[Problem]:
             yield Problem(
                 loc, f"{reference!r} is read from Vault, but secrets.vault.address is empty: configure it"
             )
+
+
+def _guard_judges(s: Settings) -> Iterator[Problem]:
+    # A judge the gateway cannot ask would fail every request it checks (or, with
+    # on_error allow, check nothing while the operator believes otherwise).
+    roles = {name: m.role for m in s.models for name in (m.name, *m.aliases)}
+    for i, policy in enumerate(s.guard.policies):
+        for j, check in enumerate(policy.checks):
+            if check.type != "model":
+                continue
+            loc: Loc = ("guard", "policies", i, "checks", j, "model")
+            if check.model not in roles:
+                yield Problem(
+                    loc,
+                    f"{check.model!r} is not a model of this file: define it under models with role: guard",
+                )
+            elif roles[check.model] != "guard":
+                yield Problem(
+                    loc, f"{check.model!r} serves clients and judges nothing: name a model with role: guard"
+                )

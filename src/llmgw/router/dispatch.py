@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llmgw.errors import (
     IdleTimeout,
@@ -27,6 +28,7 @@ from llmgw.errors import (
     UpstreamStatus,
     UpstreamUnavailable,
 )
+from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.attempt import Attempt
@@ -43,6 +45,18 @@ from llmgw.router.usage import UsageRecord, UsageSink
 from llmgw.upstream.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from llmgw.guard import Guardrails, StreamScanner
+
+
+def _flag(request: ClientRequest, flags: list[Hit]) -> None:
+    """Names what flagged the answer in the request's usage record (with auth on)."""
+    account = request.account
+    if flags and account is not None:
+        tags = {**account.tags, FLAG_TAG: flag_tag(flags, account.tags.get(FLAG_TAG, ""))}
+        request.account = account._replace(tags=tags)
+
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -63,7 +77,9 @@ class Dispatcher:
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
         failures: FailureLog | None = None,
+        guard: Guardrails | None = None,
     ) -> None:
+        self._guard = guard
         self._endpoints = endpoints
         self._picker = picker
         self._metrics = metrics
@@ -215,10 +231,17 @@ class Dispatcher:
             endpoint.breaker.succeeded()
             request_id = rid.decode()
             if isinstance(result, Answer):
+                answer = result.body
+                applied = request.guard
+                if applied is not None and applied.output and result.status == 200 and self._guard:
+                    # A block raises the 400 before any byte of the answer is sent.
+                    flags: list[Hit] = []
+                    answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
+                    _flag(request, flags)
                 proto.response_bytes(
                     result.status,
                     self._headers(request_id, target, endpoint, result.content_type),
-                    result.body,
+                    answer,
                 )
                 finished = self._clock()
                 self._metrics.answered(target.model, result.status, finished - started)
@@ -257,6 +280,12 @@ class Dispatcher:
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
+        applied = request.guard
+        scanner = (
+            self._guard.scanner(applied)
+            if applied is not None and applied.output and self._guard is not None
+            else None
+        )
         headers = self._headers(request_id, target, endpoint, _EVENT_STREAM)
         headers.append(("cache-control", "no-cache"))
         # The response ends when the handler returns; _pump holds no caught exception in
@@ -264,9 +293,21 @@ class Dispatcher:
         # request's objects) into a cycle until the collector ran.
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
+        if scanner is not None:
+            first = scanner.feed(first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, request_id
+            proto.response_stream(200, headers, first),
+            stream,
+            relay,
+            endpoint,
+            target,
+            started,
+            request_id,
+            scanner,
         )
+        if scanner is not None and self._guard is not None:
+            self._guard.stream_done(scanner)
+            _flag(request, [h for h in scanner.hits if h.action == "flag"])
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
         self._usage.record(
@@ -293,9 +334,11 @@ class Dispatcher:
         target: Target,
         started: float,
         request_id: str,
+        scanner: StreamScanner | None = None,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
-        499 when the client left, 502 when the replica broke it off)."""
+        499 when the client left, 502 when the replica broke it off). With a guard
+        `scanner`, what is sent is what it releases, and a block ends the stream."""
         conn = stream.conn
         attempt = stream.attempt
         loop = asyncio.get_running_loop()
@@ -305,6 +348,9 @@ class Dispatcher:
         idle = self._limits.idle_s
         try:
             while True:
+                if scanner is not None and scanner.blocked is not None:
+                    conn.close()  # the replica stops generating what nobody will read
+                    return 200
                 now = loop.time()
                 if now + idle < deadline:
                     attempt.move_at(now + idle, IdleTimeout, idle)
@@ -314,9 +360,13 @@ class Dispatcher:
                 if chunk is None:
                     break
                 out = relay.feed(chunk)
+                if scanner is not None:
+                    out = scanner.feed(out)
                 if out:
                     await transport.send_bytes(out)
             rest = relay.flush()
+            if scanner is not None:
+                rest = scanner.feed(rest)
             if rest:
                 await transport.send_bytes(rest)
             if not relay.done:
