@@ -138,11 +138,8 @@ class GuardPolicy(Strict):
 
 
 class Guard(Strict):
-    """The policy library and the one applied everywhere.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
-    """
+    """The policy library and the one applied to every request (llmgw.guard enforces
+    them; docs/guard.md)."""
 
     policies: tuple[GuardPolicy, ...] = ()
     """The library; policies are named for `default` and for attaching."""
