@@ -19,7 +19,7 @@ counted too; compare it with the same run without `--auth`. Under
 the machine is.
 
     .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [--no-admission] \
-        [--auth] [-n 20000]
+        [--auth] [--guard] [-n 20000]
 """
 
 from __future__ import annotations
@@ -182,13 +182,32 @@ async def auth_gate(settings_for: dict[str, Any]) -> AsyncIterator[AuthGate]:
             await store.close()
 
 
-async def main(count: int, stream: bool, prefix: bool, admission: bool = True, auth: bool = False) -> None:
+# The issue's default policy: personal data and secrets redacted on both stages.
+GUARD = {
+    "default": "default",
+    "policies": [
+        {
+            "name": "default",
+            "checks": [
+                {"type": "pii", "stage": "both", "action": "redact"},
+                {"type": "secrets", "stage": "both", "action": "redact"},
+            ],
+        }
+    ],
+}
+
+
+async def main(
+    count: int, stream: bool, prefix: bool, admission: bool = True, auth: bool = False, guard: bool = False
+) -> None:
     mapping: dict[str, Any] = {
         "endpoints": [
             {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}", "models": ["m"]} for i in range(8)
         ],
         "router": {"prefix": {"enabled": prefix}, "admission": {"enabled": admission}},
     }
+    if guard:
+        mapping["guard"] = GUARD
     async with contextlib.AsyncExitStack() as stack:
         gate = await stack.enter_async_context(auth_gate(mapping)) if auth else None
         settings = settings_from_mapping(mapping, source="bench", environ={})
@@ -237,7 +256,8 @@ async def run(gateway: Gateway, gate: AuthGate | None, count: int, stream: bool)
     print(
         f"{'stream' if stream else 'non-stream'} prefix={'on' if router.prefix.enabled else 'off'} "
         f"admission={'on' if router.admission.enabled else 'off'} "
-        f"auth={'on' if gate is not None else 'off'}: "
+        f"auth={'on' if gate is not None else 'off'} "
+        f"guard={'on' if gateway.guard.active else 'off'}: "
         f"{cpu / count * 1e6:.1f} µs CPU per request ({elapsed / count * 1e6:.1f} µs wall) over {count}"
         + (f", usage records dropped: {dropped}" if gate is not None else "")
     )
@@ -250,5 +270,6 @@ if __name__ == "__main__":
     parser.add_argument("--prefix", action="store_true")
     parser.add_argument("--no-admission", action="store_true")
     parser.add_argument("--auth", action="store_true", help="auth on: keys, limits, budgets, usage records")
+    parser.add_argument("--guard", action="store_true", help="guard on: pii and secrets redacted, both ways")
     args = parser.parse_args()
-    uvloop.run(main(args.n, args.stream, args.prefix, not args.no_admission, args.auth))
+    uvloop.run(main(args.n, args.stream, args.prefix, not args.no_admission, args.auth, args.guard))

@@ -51,7 +51,13 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     where = tmp_path_factory.mktemp("cli-connection")
-    gateway = start_gateway({"auth": {"enabled": True, "store": str(where / "llmgw.db")}}, timeout=60)
+    # No endpoints: the server is also a control plane, its agent port on loopback.
+    config = {
+        "auth": {"enabled": True, "store": str(where / "llmgw.db")},
+        "agent_listen": f"127.0.0.1:{free_port()}",
+        "agent_insecure": True,
+    }
+    gateway = start_gateway(config, timeout=60)
     try:
         assert not gateway.admin_url.endswith(":9090")
         workdir = where / "elsewhere"

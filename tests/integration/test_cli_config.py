@@ -18,6 +18,7 @@ import pytest
 
 CLUSTER = """\
 listen: :8080
+agent_insecure: true
 router:
   retries: 1
 models:
@@ -49,6 +50,10 @@ FIREWALL = (
     "warning: firewall.enabled: the node firewall is not enforced by this version; agents install "
     "no nftables rules, so fence the ports yourself\n"
 )
+
+# A control plane (a model with profiles) whose agent port has neither certificates nor
+# agent_insecure: each section is valid, and yet the server would stop as it started.
+NO_AGENT_TLS = CLUSTER.replace("agent_insecure: true\n", "")
 
 BROKEN = "listen: :8080\nrouter:\n  retries: [1\n"
 
@@ -84,7 +89,13 @@ def _finish(process: subprocess.Popen[str]) -> Run:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("cli")
     out = {"missing": folder / "absent.yaml"}
-    for name, text in (("cluster", CLUSTER), ("bad", BAD), ("broken", BROKEN), ("inert", INERT)):
+    for name, text in (
+        ("cluster", CLUSTER),
+        ("bad", BAD),
+        ("broken", BROKEN),
+        ("inert", INERT),
+        ("no_tls", NO_AGENT_TLS),
+    ):
         out[name] = folder / f"{name}.yaml"
         out[name].write_text(text, encoding="utf-8")
     return out
@@ -107,6 +118,8 @@ def runs(files: dict[str, Path]) -> dict[str, Run]:
         "inert": (["config", "check", str(files["inert"])], {}),
         "strict": (["config", "check", "--strict", str(files["inert"])], {}),
         "show_inert": (["config", "show", str(files["inert"])], {}),
+        "no_tls": (["config", "check", str(files["no_tls"])], {}),
+        "show_no_tls": (["config", "show", str(files["no_tls"])], {}),
     }
     started = {name: _start(args, extra) for name, (args, extra) in plan.items()}
     return {name: _finish(process) for name, process in started.items()}
@@ -116,6 +129,18 @@ def test_check_accepts_a_valid_file(runs: dict[str, Run]) -> None:
     run = runs["ok"]
     # A control plane would tell agents to fence their ports, which this version does not.
     assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", FIREWALL)
+
+
+def test_check_refuses_a_file_whose_server_would_not_start(runs: dict[str, Run]) -> None:
+    run = runs["no_tls"]
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.startswith("agent_tls: this file runs a control plane"), run.stderr
+    assert "set agent_insecure: true" in run.stderr
+    assert "Traceback" not in run.stderr
+    # show still shows the file, and says the same as a warning.
+    shown = runs["show_no_tls"]
+    assert shown.returncode == 0
+    assert "warning: a server would not start: agent_tls:" in shown.stderr
 
 
 def test_check_warns_once_per_inert_setting_in_use(runs: dict[str, Run]) -> None:

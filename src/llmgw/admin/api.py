@@ -55,6 +55,7 @@ from llmgw.store import Store
 
 if TYPE_CHECKING:
     from llmgw.admin.control_routes import ControlRoutes
+    from llmgw.guard.attachments import GuardRoutes
     from llmgw.router.admin_routes import RouterRoutes
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class AdminApi:
         self.inert: Callable[[], list[InertSetting]] = lambda: inert_in_use(settings)
         """The inert settings in use; the server points it at the catalog in force."""
         self.router: RouterRoutes | None = None
+        self.guard: GuardRoutes | None = None
+        """`/api/guard`, set by the server once the gateway's guardrails exist."""
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -128,6 +131,8 @@ class AdminApi:
         if not isinstance(data, dict):
             raise BadRequest("the body must be a JSON object")
         try:
+            if parts and parts[0] == "guard" and self.guard is not None:
+                return await self.guard.handle(method, parts[1:], query, data)
             return await self._handlers.dispatch(method, parts, query, data)
         except ValidationError as exc:
             first = exc.errors()[0]["loc"] if exc.error_count() else ()

@@ -78,10 +78,11 @@ class EvalGate(Strict):
 
 
 class GuardModel(Strict):
-    """How a guard model's answers are read. Not acted on by this version (`llmgw.config.inert`)."""
+    """How a guard model's answers are read (`format`); `categories` is not acted on by this
+    version (`llmgw.config.inert`)."""
 
     format: str = ""
-    """qwen3guard, llamaguard3, shieldgemma or json (see llmgw.guard.formats)."""
+    """qwen3guard, llamaguard3, shieldgemma or json (see llmgw.catalog.guard_formats)."""
     categories: tuple[str, ...] = ()
     """shieldgemma: the policy sentences asked about; llamaguard3: the names of S1, S2, …"""
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from llmgw.catalog.adapters import adapter_problems
 from llmgw.catalog.classes import CLASSES, valid_class
+from llmgw.catalog.guard_formats import FORMATS, known_format
 from llmgw.catalog.model import Model
 from llmgw.catalog.normalize import repository_page
 from llmgw.catalog.parts import ROLE_GUARD
@@ -19,7 +20,6 @@ from llmgw.catalog.quoting import q
 from llmgw.catalog.scaling import MAX_PREWARM
 from llmgw.catalog.validate_comfyui import comfyui_problems
 from llmgw.catalog.validate_profile import profile_problems
-from llmgw.guard.formats import FORMATS, known_format
 
 OWNER_SCOPES: tuple[str, ...] = ("org", "team", "project")
 

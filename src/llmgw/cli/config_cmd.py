@@ -13,6 +13,7 @@ import typer
 from llmgw.cli.startup import STRICT_HELP, inert_warnings
 from llmgw.config import load_settings, render_effective
 from llmgw.errors import ConfigError
+from llmgw.guard.describe import describe
 
 app = typer.Typer(help="Check a configuration file, or show what it amounts to.", no_args_is_help=True)
 
@@ -45,10 +46,16 @@ def show(
         None, help="The YAML configuration; without it, the embedded defaults.", show_default=False
     ),
 ) -> None:
-    """Print the effective configuration: defaults filled in, environment applied, models normalised."""
+    """Print the effective configuration: defaults filled in, environment applied, models
+    normalised; then, as comments, what each guard policy does."""
     try:
         settings = load_settings(file)
     except ConfigError as exc:
         raise _fail(exc) from None
-    inert_warnings(settings, strict=False)
+    try:
+        inert_warnings(settings, strict=False)
+    except ConfigError as exc:  # shown all the same: the file is what the operator asked to see
+        for problem in exc.problems:
+            typer.echo(f"warning: a server would not start: {problem}", err=True)
     typer.echo(render_effective(settings), nl=False)
+    typer.echo("\n".join(describe(settings.guard)))

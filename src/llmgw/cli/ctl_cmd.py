@@ -3,6 +3,7 @@
     llmgw ctl models | nodes | replicas | leader
     llmgw ctl explain MODEL
     llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
+    llmgw ctl guard attach POLICY --project P | detach POLICY --project P | list
 
 Model changes are kept in the server's store, laid over its configuration's `models:`,
 and checked by the same rules as the configuration before anything is kept: a refused
@@ -20,6 +21,7 @@ from typing import Any
 
 import typer
 
+from llmgw.cli import guard_cmd
 from llmgw.cli.admin_client import AdminError
 from llmgw.cli.connection import AdminTyper, call, client, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
@@ -32,6 +34,7 @@ model_app = AdminTyper(
     help="Add, edit, remove or scale a model in the runtime catalog.", no_args_is_help=True
 )
 app.add_typer(model_app, name="model")
+app.add_typer(guard_cmd.app, name="guard")
 
 _JSON = JSON
 # Who changed a model and when is for --wide: with it, ten columns do not fit in 80.

@@ -90,6 +90,16 @@ def sim_engine(
         bool,
         typer.Option(help="Report usage.prompt_tokens_details.cached_tokens, like vLLM's flag of that name."),
     ] = _DEFAULTS.prompt_tokens_details,
+    echo: Annotated[
+        bool, typer.Option(help="Answer with the last user message (or the prompt), 8 characters a token.")
+    ] = _DEFAULTS.echo,
+    judge: Annotated[
+        str,
+        typer.Option(
+            help="Answer as a guard model in this format (llamaguard3, qwen3guard, shieldgemma, json): "
+            "unsafe when the text holds [[unsafe]] or [[unsafe:CATEGORIES]], unreadable for [[garbage]]."
+        ),
+    ] = _DEFAULTS.judge,
     legacy_metrics: Annotated[
         bool, typer.Option(help="Serve vLLM's pre-0.9 metric names (gpu_cache_usage_perc, ...).")
     ] = _DEFAULTS.legacy_metrics,
@@ -140,6 +150,8 @@ def sim_engine(
             embedding_dim=embedding_dim,
             prompt_tokens_details=prompt_tokens_details,
             legacy_metrics=legacy_metrics,
+            echo=echo,
+            judge=judge,
             startup_delay_s=startup_delay,
             fault=fault,
             fault_after=fault_after,

@@ -10,6 +10,7 @@ import typer
 
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
+from llmgw.config.rules import start_problems
 from llmgw.errors import ConfigError
 
 STRICT_HELP = "Refuse the configuration (exit status 2) if it uses a setting this version does not act on."
@@ -23,8 +24,12 @@ def refuse_config(exc: ConfigError) -> typer.Exit:
 
 
 def inert_warnings(settings: Settings, *, strict: bool) -> None:
-    """Prints one `warning:` line on stderr per setting in use that this version does
-    nothing with; with `strict`, raises them as a ConfigError instead."""
+    """Raises a ConfigError for what would stop a server on `settings` (`start_problems`);
+    then prints one `warning:` line on stderr per setting in use that this version does
+    nothing with, or with `strict` raises them as a ConfigError instead."""
+    cannot = start_problems(settings)
+    if cannot:
+        raise ConfigError(cannot)
     found = inert_in_use(settings)
     if strict and found:
         raise ConfigError([f"{f} (refused by --strict)" for f in found])

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import difflib
 import re
+from datetime import timedelta
 
 from pydantic import field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
+from llmgw.config.values import PositiveDuration
 from llmgw.core.strict import Strict
 
 CHECK_TYPES: tuple[str, ...] = ("pii", "secrets", "regex", "model")
 CHECK_STAGES: tuple[str, ...] = ("input", "output", "both")
 CHECK_ACTIONS: tuple[str, ...] = ("block", "redact", "flag")
+ON_ERROR: tuple[str, ...] = ("block", "allow")
+DEFAULT_JUDGE_TIMEOUT = timedelta(seconds=5)
 
 
 def _one_of(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -49,6 +53,11 @@ class GuardCheck(Strict):
     """The judge model, for type model."""
     categories: tuple[str, ...] = ()
     """The judge's categories that count, for type model; empty is any unsafe answer."""
+    timeout: PositiveDuration = DEFAULT_JUDGE_TIMEOUT
+    """How long the judge may take, for type model; past it, on_error decides."""
+    on_error: str = "block"
+    """For type model, when the judge does not answer in time or answers something its
+    format cannot read: block treats the text as unsafe, allow lets it through."""
 
     @field_validator("type")
     @classmethod
@@ -64,6 +73,11 @@ class GuardCheck(Strict):
     @classmethod
     def _action(cls, value: str) -> str:
         return _one_of(value, CHECK_ACTIONS, "guard action")
+
+    @field_validator("on_error")
+    @classmethod
+    def _on_error(cls, value: str) -> str:
+        return _one_of(value, ON_ERROR, "judge failure mode")
 
     @model_validator(mode="after")
     def _fits_type(self) -> GuardCheck:
@@ -124,11 +138,8 @@ class GuardPolicy(Strict):
 
 
 class Guard(Strict):
-    """The policy library and the one applied everywhere.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
-    """
+    """The policy library and the one applied to every request (llmgw.guard enforces
+    them; docs/guard.md)."""
 
     policies: tuple[GuardPolicy, ...] = ()
     """The library; policies are named for `default` and for attaching."""

@@ -4,7 +4,7 @@ configuration uses.
 The settings are the whole specification, so a file written for a feature that has not
 landed yet still loads. An operator who sets one of those must be told it has no effect,
 or the file promises what the server does not do. `INERT` is the one table of them:
-a field path (`guard.policies`, `models[].canary`: `[]` stands for any item of a list,
+a field path (`router.cache`, `models[].canary`: `[]` stands for any item of a list,
 or any value of a mapping) and one sentence saying what does not happen. An entry
 covers the fields beneath it. The table shrinks as features land;
 tests/unit/config/test_inert.py fails when a field is neither read by runtime code nor
@@ -56,8 +56,6 @@ INERT: Mapping[str, str] = {
     "backup_copy_to": "this version has no `llmgw server backup`; nothing is copied",
     "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
     # Security features not built yet.
-    "guard.policies": "guardrails are " + _NOT_ENFORCED + "; requests are not inspected",
-    "guard.default": "guardrails are " + _NOT_ENFORCED + "; requests are not inspected",
     "secrets": "this version reads no secret from Vault and encrypts nothing with a master key",
     "notify": "this version sends no webhook notifications",
     "firewall.enabled": "the node firewall is "
@@ -83,8 +81,8 @@ INERT: Mapping[str, str] = {
     "models[].eval": "evaluation gates are not run by this version; nothing is held back",
     "models[].license": "license terms are " + _NOT_ENFORCED + "; nothing is shown or refused",
     "models[].query_prefix": "this version does not prepend the query prefix to embedding queries",
-    "models[].role": "guard models are not used by this version; the model is served like any other",
-    "models[].guard": "guard models are not used by this version; the model judges nothing",
+    "models[].guard.categories": "a judge's categories are not narrowed by this version; every unsafe "
+    "verdict counts",
     "models[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].profiles[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].external.peer": "federation with other clusters is not available in this version",
@@ -111,7 +109,7 @@ class InertSetting:
     """One inert setting a configuration uses: where, and what does not happen."""
 
     path: str
-    """Where it is used: `guard.policies`, `models[chat].canary`."""
+    """Where it is used: `router.cache`, `models[chat].canary`."""
     entry: str
     """The `INERT` entry it falls under: `models[].canary`."""
     message: str

@@ -29,6 +29,7 @@ def check(settings: Settings) -> list[Problem]:
         *_listeners_apart(settings),
         *_backup_copies(settings),
         *_vault_references(settings),
+        *_guard_judges(settings),
     ]
 
 
@@ -40,6 +41,25 @@ def _admin_stays_local(s: Settings) -> Iterator[Problem]:
             f"{s.admin_listen!r} is reachable from other machines, and the admin listener serves the "
             "management API: keep it on 127.0.0.1, or set admin_remote: true",
         )
+
+
+def start_problems(s: Settings) -> list[str]:
+    """What stops a server on these settings although each section is valid on its own:
+    said by `llmgw config check` and before the server opens any port, so a file the check
+    accepts never stops the server it configures. (Not a validation rule: the defaults
+    alone are such a file, a control plane with no agent certificates yet.)"""
+    problems = []
+    if s.control_plane_mode and not s.agent_tls.enabled and not s.agent_insecure:
+        why = (
+            "control.enabled is on"
+            if s.control.enabled
+            else "this file runs a control plane (it lists no static endpoints, or a model with profiles)"
+        )
+        problems.append(
+            f"agent_tls: {why}, and its agent port has no certificates: give agent_tls.cert_file, "
+            "key_file and ca_file, or set agent_insecure: true for a single machine or a trusted network"
+        )
+    return problems
 
 
 def _listeners_apart(s: Settings) -> Iterator[Problem]:
@@ -91,3 +111,23 @@ def _vault_references(s: Settings) -> Iterator[Problem]:
             yield Problem(
                 loc, f"{reference!r} is read from Vault, but secrets.vault.address is empty: configure it"
             )
+
+
+def _guard_judges(s: Settings) -> Iterator[Problem]:
+    # A judge the gateway cannot ask would fail every request it checks (or, with
+    # on_error allow, check nothing while the operator believes otherwise).
+    roles = {name: m.role for m in s.models for name in (m.name, *m.aliases)}
+    for i, policy in enumerate(s.guard.policies):
+        for j, check in enumerate(policy.checks):
+            if check.type != "model":
+                continue
+            loc: Loc = ("guard", "policies", i, "checks", j, "model")
+            if check.model not in roles:
+                yield Problem(
+                    loc,
+                    f"{check.model!r} is not a model of this file: define it under models with role: guard",
+                )
+            elif roles[check.model] != "guard":
+                yield Problem(
+                    loc, f"{check.model!r} serves clients and judges nothing: name a model with role: guard"
+                )

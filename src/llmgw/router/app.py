@@ -6,8 +6,9 @@ the loop the rest of the gateway runs on, with nothing between the socket and it
 the llhttp parser. granian, which served it first, did its HTTP work in Rust but
 handed each request to Python and back across threads, and that hand-off alone cost
 about 125 µs per request on this project's machine, more than the gateway's own work
-(~100 µs); aiohttp's server and uvicorn cost more than twice granian's
-(bench/results/router-client-choice.md). Measured A/B in one run
+(~100 µs); aiohttp's server and uvicorn cost more than twice granian's (measured when
+granian was replaced; that record was not kept, unlike the client's:
+bench/results/router-client-choice.md). Measured A/B in one run
 (bench/results/router-overhead-2026-11-29-5.md): the latency the gateway adds at
 concurrency 1 went from 0.54 ms to 0.30 ms (p50, non-streaming), and its CPU per
 request at concurrency 64 from 395 to 344 µs. The routes are few and fixed, so a
@@ -28,6 +29,7 @@ import orjson
 
 from llmgw.auth.tags import parse_tags
 from llmgw.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
+from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import JSON, api_error_response, refusal_reason
 from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.router.catalog_view import ModelsView
@@ -44,6 +46,7 @@ from llmgw.router.usage import NO_TAGS, Account, new_account
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
     from llmgw.auth.principal import Principal
+    from llmgw.guard import Guardrails
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -78,6 +81,7 @@ class GatewayApp:
         cors: CorsPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        guard: Guardrails | None = None,
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -92,6 +96,7 @@ class GatewayApp:
         self._auth = auth
         self._metrics = metrics
         self._cors = cors
+        self._guard = guard
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -248,6 +253,9 @@ class GatewayApp:
         # From here on a refusal is counted under the model it was for.
         try:
             check_limits(request, target)
+            guard = self._guard
+            if guard is not None and guard.active:
+                request = await self._guard_input(guard, kind, request, principal)
             chain: list[Target] = [target]
             for name in target.fallbacks:
                 fallback = self._resolver.fallback(name)
@@ -255,6 +263,9 @@ class GatewayApp:
                     chain.append(fallback)
             if principal is not None:
                 request.account = self._charge(principal, request, target, scope)
+                if request.guard_flagged:
+                    tags = {**request.account.tags, FLAG_TAG: request.guard_flagged}
+                    request.account = request.account._replace(tags=tags)
                 band = self._flow.band(principal.band)
             else:
                 band = self._flow.band(
@@ -288,6 +299,35 @@ class GatewayApp:
                 self._departures.leave(stay)
         except ApiError as error:
             self._refuse(proto, error, request_id, target.model, scope)
+
+    async def _guard_input(
+        self, guard: Guardrails, kind: Kind, request: ClientRequest, principal: Principal | None
+    ) -> ClientRequest:
+        """The input stage (400 content_filter on a block); a redacted request is
+        decoded again from its rewritten body, so the engine, the prefix tree and the
+        token estimate all see the redacted text."""
+        scopes: tuple[tuple[str, str], ...] = ()
+        if principal is not None and guard.policies.attachments:
+            scopes = tuple(
+                (level, ident)
+                for level, ident in (
+                    ("user", principal.user_id),
+                    ("project", principal.project_id),
+                    ("team", principal.team_id),
+                    ("org", principal.org_id),
+                )
+                if ident
+            )
+        applied = guard.applied(scopes)
+        flags: list[Hit] = []
+        if await guard.check_request(kind, request.body, applied, flags):
+            redacted = parse_request(kind, orjson.dumps(request.body))
+            redacted.session = request.session
+            request = redacted
+        request.guard = applied
+        if flags:
+            request.guard_flagged = flag_tag(flags)
+        return request
 
     def _charge(self, principal: Principal, request: ClientRequest, target: Target, scope: Scope) -> Account:
         """Counts the request against the caller's limits and budgets (429 when one is

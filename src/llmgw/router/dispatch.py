@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llmgw.errors import (
     IdleTimeout,
@@ -27,8 +28,10 @@ from llmgw.errors import (
     UpstreamStatus,
     UpstreamUnavailable,
 )
+from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
+from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
@@ -42,6 +45,18 @@ from llmgw.router.usage import UsageRecord, UsageSink
 from llmgw.upstream.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from llmgw.guard import Guardrails, StreamScanner
+
+
+def _flag(request: ClientRequest, flags: list[Hit]) -> None:
+    """Names what flagged the answer in the request's usage record (with auth on)."""
+    account = request.account
+    if flags and account is not None:
+        tags = {**account.tags, FLAG_TAG: flag_tag(flags, account.tags.get(FLAG_TAG, ""))}
+        request.account = account._replace(tags=tags)
+
 
 _EVENT_STREAM = "text/event-stream"
 
@@ -62,7 +77,9 @@ class Dispatcher:
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
         failures: FailureLog | None = None,
+        guard: Guardrails | None = None,
     ) -> None:
+        self._guard = guard
         self._endpoints = endpoints
         self._picker = picker
         self._metrics = metrics
@@ -74,7 +91,7 @@ class Dispatcher:
         self._retry_after = retry_after
         self._clock = clock
         self._failures = failures or FailureLog(clock=clock)
-        self._liveness = Liveness(limits.response_header, limits.replica_fresh, limits.total, clock)
+        self._liveness = Liveness(limits.response_header_s, limits.replica_fresh_s, limits.total_s, clock)
 
     async def serve(
         self,
@@ -112,11 +129,11 @@ class Dispatcher:
                 if failed is not None and last_error is not None:
                     self._failures.failed(request_id, *failed, attempts, last_error, final=False)
                     failed = None
-                budget = started + self._limits.total - now
+                budget = started + self._limits.total_s - now
                 if budget <= 0:
                     if failed is not None and last_error is not None:
                         self._failures.failed(request_id, *failed, attempts, last_error, final=True)
-                    raise as_api_error(TotalTimeout(self._limits.total), first.model, self._retry_after)
+                    raise as_api_error(TotalTimeout(self._limits.total_s), first.model, self._retry_after)
                 try:
                     done = await self._try(proto, request, target, endpoint, rid, started, budget)
                 except UpstreamError as exc:
@@ -182,15 +199,15 @@ class Dispatcher:
         now = self._clock()
         endpoint.inflight += 1
         endpoint.breaker.begin(now)
+        # The try's connection and deadline: ended (released or closed) in the finally.
+        attempt = Attempt(endpoint, self._watchdog)
         try:
             try:
                 result: Answer | OpenStream
                 if request.stream:
-                    result = await open_stream(endpoint, head, body, self._limits, budget, self._watchdog)
+                    result = await open_stream(attempt, head, body, self._limits, budget)
                 else:
-                    result = await fetch(
-                        endpoint, head, body, self._limits, budget, self._watchdog, self._liveness
-                    )
+                    result = await fetch(attempt, head, body, self._limits, budget, self._liveness)
             except UpstreamStatus as exc:
                 if exc.status in ENGINE_AUTH_STATUSES:
                     # The replica refuses the gateway's key: every request there would
@@ -219,10 +236,17 @@ class Dispatcher:
             endpoint.breaker.succeeded()
             request_id = rid.decode()
             if isinstance(result, Answer):
+                answer = result.body
+                applied = request.guard
+                if applied is not None and applied.output and result.status == 200 and self._guard:
+                    # A block raises the 400 before any byte of the answer is sent.
+                    flags: list[Hit] = []
+                    answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
+                    _flag(request, flags)
                 proto.response_bytes(
                     result.status,
                     self._headers(request_id, target, endpoint, result.content_type, request),
-                    result.body,
+                    answer,
                 )
                 finished = self._clock()
                 self._metrics.answered(target.model, result.status, finished - started)
@@ -244,6 +268,7 @@ class Dispatcher:
             await self._relay(proto, request, target, endpoint, result, request_id, started)
             return True
         finally:
+            attempt.end()
             endpoint.inflight -= 1
 
     async def _relay(
@@ -260,6 +285,12 @@ class Dispatcher:
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
+        applied = request.guard
+        scanner = (
+            self._guard.scanner(applied)
+            if applied is not None and applied.output and self._guard is not None
+            else None
+        )
         headers = self._headers(request_id, target, endpoint, _EVENT_STREAM, request)
         headers.append(("cache-control", "no-cache"))
         # The response ends when the handler returns; _pump holds no caught exception in
@@ -267,9 +298,21 @@ class Dispatcher:
         # request's objects) into a cycle until the collector ran.
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
+        if scanner is not None:
+            first = scanner.feed(first)
         status = await self._pump(
-            proto.response_stream(200, headers, first), stream, relay, endpoint, target, started, request_id
+            proto.response_stream(200, headers, first),
+            stream,
+            relay,
+            endpoint,
+            target,
+            started,
+            request_id,
+            scanner,
         )
+        if scanner is not None and self._guard is not None:
+            self._guard.stream_done(scanner)
+            _flag(request, [h for h in scanner.hits if h.action == "flag"])
         finished = self._clock()
         self._metrics.answered(target.model, status, finished - started)
         self._usage.record(
@@ -296,50 +339,56 @@ class Dispatcher:
         target: Target,
         started: float,
         request_id: str,
+        scanner: StreamScanner | None = None,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
-        499 when the client left, 502 when the replica broke it off)."""
+        499 when the client left, 502 when the replica broke it off). With a guard
+        `scanner`, what is sent is what it releases, and a block ends the stream."""
         conn = stream.conn
-        watch = stream.watch
+        attempt = stream.attempt
         loop = asyncio.get_running_loop()
         # The total bound counts from the request's arrival, in the loop's clock.
-        total = self._limits.total
+        total = self._limits.total_s
         deadline = loop.time() + (started + total - self._clock())
-        idle = self._limits.idle
+        idle = self._limits.idle_s
         try:
             while True:
+                if scanner is not None and scanner.blocked is not None:
+                    conn.close()  # the replica stops generating what nobody will read
+                    return 200
                 now = loop.time()
                 if now + idle < deadline:
-                    watch.move(now + idle, IdleTimeout, idle)
+                    attempt.move_at(now + idle, IdleTimeout, idle)
                 else:
-                    watch.move(deadline, TotalTimeout, total)
+                    attempt.move_at(deadline, TotalTimeout, total)
                 chunk = await conn.read_available()
                 if chunk is None:
                     break
                 out = relay.feed(chunk)
+                if scanner is not None:
+                    out = scanner.feed(out)
                 if out:
                     await transport.send_bytes(out)
             rest = relay.flush()
+            if scanner is not None:
+                rest = scanner.feed(rest)
             if rest:
                 await transport.send_bytes(rest)
             if not relay.done:
                 raise UpstreamClosed("the replica ended the stream without its closing [DONE] event")
         except ProtocolClosed:
             # The client left: closing the replica's connection makes it stop generating.
-            conn.close()
+            attempt.end()
             return 499
         except UpstreamError as exc:
-            conn.close()
+            # Closed before the client is told, so the replica stops at once.
+            attempt.end()
             timed_out = isinstance(exc, PhaseTimeout)
             self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
             return 502
-        except BaseException:
-            conn.close()
-            raise
-        finally:
-            self._watchdog.disarm(watch)
-        endpoint.pool.release(conn)
+        attempt.whole = True
+        attempt.end()
         return 200
 
     async def _broken(

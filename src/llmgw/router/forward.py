@@ -12,11 +12,11 @@ with the replica's liveness checked every response_header: see `liveness`),
 first_token, idle (the gap between two pieces of a stream) and total. Where what is
 left of total is nearer than a phase's own bound (or the phase has none), the wait is
 bounded by total and a timeout names total: the error names the bound that fired.
+The connection and its deadline belong to the try's `Attempt`, which the caller ends.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from llmgw.errors import (
@@ -30,10 +30,10 @@ from llmgw.errors import (
     UpstreamClosed,
     UpstreamStatus,
 )
+from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint
 from llmgw.router.liveness import Liveness
 from llmgw.upstream import Connection
-from llmgw.upstream.watchdog import Watch, Watchdog
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +42,13 @@ class PhaseLimits:
     `router.stale_after`, within which a replica's metrics must have been read for a
     non-streamed answer without a generation bound to be waited for past response_header."""
 
-    dial: float
-    response_header: float
-    generation: float
-    first_token: float
-    idle: float
-    total: float
-    replica_fresh: float
+    dial_s: float
+    response_header_s: float
+    generation_s: float
+    first_token_s: float
+    idle_s: float
+    total_s: float
+    replica_fresh_s: float
 
 
 def bounded(
@@ -104,60 +104,6 @@ def is_event_stream(conn: Connection) -> bool:
     return True
 
 
-async def _send(
-    endpoint: Endpoint,
-    head: bytes,
-    body: bytes,
-    limits: PhaseLimits,
-    watchdog: Watchdog,
-    phase: type[PhaseTimeout],
-    bound: float,
-    named: float,
-    renew: Liveness | None = None,
-    budget: float = 0.0,
-) -> tuple[Connection, Watch]:
-    """Sends the request and waits for the status line, within `bound` seconds of now
-    (failing with `phase(named)`, unless `renew` moves the deadline on, up to `budget`
-    seconds from now).
-
-    A kept-alive connection the replica closed meanwhile is replaced once, silently:
-    that is the pool's staleness, not the replica's failure."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + bound
-    conn, reused = await endpoint.pool.acquire(limits.dial)
-    watch = watchdog.arm(conn, deadline, phase, named)
-    if renew is not None:
-        _keep_alive(watch, renew, endpoint, loop.time() + budget)
-    try:
-        await conn.exchange(head, body)
-    except UpstreamClosed:
-        watchdog.disarm(watch)
-        conn.close()
-        if not reused:
-            raise
-        conn = await endpoint.pool.dial(limits.dial)
-        watch = watchdog.arm(conn, deadline, phase, named)
-        if renew is not None:
-            _keep_alive(watch, renew, endpoint, loop.time() + budget)
-        try:
-            await conn.exchange(head, body)
-        except BaseException:
-            watchdog.disarm(watch)
-            conn.close()
-            raise
-    except BaseException:
-        watchdog.disarm(watch)
-        conn.close()
-        raise
-    return conn, watch
-
-
-def _keep_alive(watch: Watch, renew: Liveness, endpoint: Endpoint, until: float) -> None:
-    watch.renew = renew
-    watch.subject = endpoint
-    watch.until = until
-
-
 @dataclass(slots=True)
 class Answer:
     """A complete non-streaming answer (or a replica's own refusal, passed through)."""
@@ -168,32 +114,26 @@ class Answer:
 
 
 async def fetch(
-    endpoint: Endpoint,
+    attempt: Attempt,
     head: bytes,
     body: bytes,
     limits: PhaseLimits,
     budget: float,
-    watchdog: Watchdog,
     liveness: Liveness | None = None,
 ) -> Answer:
     """A non-streaming try: the whole answer within generation (or what is left of total;
     without a generation bound, checked for liveness every response_header)."""
-    every = limits.response_header
-    if liveness is None or limits.generation > 0 or not 0 < every < budget:
-        bound, phase, named = bounded(limits.generation, GenerationTimeout, budget, limits.total)
-        conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound, named)
+    now = attempt.loop.time()
+    every = limits.response_header_s
+    if liveness is None or limits.generation_s > 0 or not 0 < every < budget:
+        bound, phase, named = bounded(limits.generation_s, GenerationTimeout, budget, limits.total_s)
+        conn = await attempt.send(head, body, limits.dial_s, now + bound, phase, named)
     else:
-        conn, watch = await _send(
-            endpoint, head, body, limits, watchdog, HeaderTimeout, every, every, liveness, budget
+        conn = await attempt.send(
+            head, body, limits.dial_s, now + every, HeaderTimeout, every, liveness, now + budget
         )
-    try:
-        data = await conn.read_body()
-    except BaseException:
-        conn.close()
-        raise
-    finally:
-        watchdog.disarm(watch)
-    endpoint.pool.release(conn)
+    data = await attempt.read_body()
+    attempt.end()
     if retryable_status(conn.status):
         raise UpstreamStatus(conn.status, data)
     return Answer(conn.status, content_type_of(conn), data)
@@ -202,43 +142,38 @@ async def fetch(
 @dataclass(slots=True)
 class OpenStream:
     """A stream whose first bytes have arrived; nothing has been sent to the client yet.
-    Its watch stays armed: the relay moves it along for the idle and total bounds."""
+    Its attempt's watch stays armed: the relay moves it along for the idle and total
+    bounds."""
 
+    attempt: Attempt
     conn: Connection
     first: bytes
-    watch: Watch
 
 
 async def open_stream(
-    endpoint: Endpoint, head: bytes, body: bytes, limits: PhaseLimits, budget: float, watchdog: Watchdog
+    attempt: Attempt, head: bytes, body: bytes, limits: PhaseLimits, budget: float
 ) -> OpenStream | Answer:
     """A streaming try up to its first bytes. A replica that answers with an error
     status instead of a stream gives an `Answer`, passed to the client as it is. One
     that answers 200 with another body (JSON, plain text) failed this try: nothing has
     been sent, and relaying it as a stream would glue an error event onto it."""
-    loop = asyncio.get_running_loop()
+    loop = attempt.loop
     end = loop.time() + budget
-    bound, phase, named = bounded(limits.response_header, HeaderTimeout, budget, limits.total)
-    conn, watch = await _send(endpoint, head, body, limits, watchdog, phase, bound, named)
-    try:
-        if conn.status != 200:
-            bound, phase, named = bounded(limits.idle, IdleTimeout, end - loop.time(), limits.total)
-            watch.move(loop.time() + bound, phase, named)
-            data = await conn.read_body()
-            watchdog.disarm(watch)
-            endpoint.pool.release(conn)
-            if retryable_status(conn.status):
-                raise UpstreamStatus(conn.status, data)
-            return Answer(conn.status, content_type_of(conn), data)
-        if not is_event_stream(conn):
-            raise NotAStream(f"the replica answered a streaming request with {content_type_of(conn)!r}")
-        bound, phase, named = bounded(limits.first_token, FirstTokenTimeout, end - loop.time(), limits.total)
-        watch.move(loop.time() + bound, phase, named)
-        first = await conn.read_available()
-        if first is None:
-            raise UpstreamClosed("the replica ended the stream before sending anything")
-        return OpenStream(conn, first, watch)
-    except BaseException:
-        watchdog.disarm(watch)
-        conn.close()
-        raise
+    bound, phase, named = bounded(limits.response_header_s, HeaderTimeout, budget, limits.total_s)
+    conn = await attempt.send(head, body, limits.dial_s, loop.time() + bound, phase, named)
+    if conn.status != 200:
+        bound, phase, named = bounded(limits.idle_s, IdleTimeout, end - loop.time(), limits.total_s)
+        attempt.move_in(bound, phase, named)
+        data = await attempt.read_body()
+        attempt.end()
+        if retryable_status(conn.status):
+            raise UpstreamStatus(conn.status, data)
+        return Answer(conn.status, content_type_of(conn), data)
+    if not is_event_stream(conn):
+        raise NotAStream(f"the replica answered a streaming request with {content_type_of(conn)!r}")
+    bound, phase, named = bounded(limits.first_token_s, FirstTokenTimeout, end - loop.time(), limits.total_s)
+    attempt.move_in(bound, phase, named)
+    first = await conn.read_available()
+    if first is None:
+        raise UpstreamClosed("the replica ended the stream before sending anything")
+    return OpenStream(attempt, conn, first)

@@ -18,6 +18,7 @@ import orjson
 from llmgw.errors import BadRequest
 
 if TYPE_CHECKING:
+    from llmgw.guard import Applied
     from llmgw.router.usage import Account
 
 # A token is rarely longer than this many characters of prompt; dividing by it gives a
@@ -64,6 +65,10 @@ class ClientRequest:
     engine_priority: int = 0
     """vLLM's request priority for the request's band (0 for the top band, lower served
     sooner), sent to replicas that schedule by priority."""
+    guard: Applied | None = None
+    """The guard rules the caller's answer is checked by; None with no guard at all."""
+    guard_flagged: str = ""
+    """What flagged the request at the input stage (`policy/check,…`), for its usage record."""
 
     @property
     def prompt_token_floor(self) -> int:

@@ -18,6 +18,8 @@ from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.config.router import Cors
+from llmgw.guard import Guardrails, PolicySet
+from llmgw.guard.counts import GuardCollector
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -28,6 +30,7 @@ from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
+from llmgw.router.guard_judge import RouterJudge
 from llmgw.router.metrics import FlowCollector, GatewayMetrics, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
@@ -132,25 +135,34 @@ class Gateway:
         self.watchdog = Watchdog()
         self.departures = Departures()
         timeouts = router.timeouts
+        limits = PhaseLimits(
+            dial_s=_seconds(timeouts.dial),
+            response_header_s=_seconds(timeouts.response_header),
+            generation_s=timeouts.generation.total_seconds(),
+            first_token_s=_seconds(timeouts.first_token),
+            idle_s=_seconds(timeouts.idle),
+            total_s=_seconds(timeouts.total),
+            replica_fresh_s=_seconds(router.stale_after),
+        )
+        self.guard = Guardrails(
+            PolicySet.from_settings(settings.guard),
+            _judge_formats(self.catalog),
+            RouterJudge(self.endpoints, limits, self.watchdog, clock),
+            clock,
+        )
+        self.registry.register(GuardCollector(self.guard.counts))
         self.dispatcher = Dispatcher(
             self.endpoints,
             self.picker,
             self.metrics,
             self.usage,
             self.watchdog,
-            PhaseLimits(
-                dial=_seconds(timeouts.dial),
-                response_header=_seconds(timeouts.response_header),
-                generation=timeouts.generation.total_seconds(),
-                first_token=_seconds(timeouts.first_token),
-                idle=_seconds(timeouts.idle),
-                total=_seconds(timeouts.total),
-                replica_fresh=_seconds(router.stale_after),
-            ),
+            limits,
             retries=router.retries,
             inject_usage=router.inject_usage,
             retry_after=max(1.0, router.cooldown.total_seconds()),
             clock=clock,
+            guard=self.guard,
         )
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
@@ -172,6 +184,7 @@ class Gateway:
             auth=auth,
             cors=_cors(router.cors),
             clock=clock,
+            guard=self.guard,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
@@ -180,6 +193,7 @@ class Gateway:
         """A runtime catalog change (the control plane's): requests resolve names, list
         models and check limits against `catalog` from now on."""
         self.catalog = catalog
+        self.guard.formats = _judge_formats(catalog)
         self.resolver.replace(catalog)
         self.models_view.replace(catalog)
         self.slo.replace(_objectives(catalog))
@@ -220,6 +234,11 @@ class Gateway:
     def close(self) -> None:
         self.usage.drain()
         self.client.close()
+
+
+def _judge_formats(catalog: Catalog) -> dict[str, str]:
+    """Each guard model's answer format, for the guard's judge rules."""
+    return {m.name: m.guard.format for m in catalog.models() if m.is_guard and m.guard is not None}
 
 
 def _objectives(catalog: Catalog) -> dict[str, Objective]:

@@ -27,6 +27,7 @@ from llmgw.auth.spill import spill_path
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
+from llmgw.guard.attachments import GuardRoutes
 from llmgw.http.body_guard import BodyRules
 from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
@@ -134,6 +135,16 @@ async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator
         await store.close()
 
 
+async def _guard_attachments(settings: Settings, gateway: Gateway, tenancy: Tenancy) -> asyncio.Task[None]:
+    """Guard attachments read from the store now, kept fresh by a background task, and
+    changed through `/api/guard`."""
+    routes = GuardRoutes(settings.guard, gateway.guard, tenancy.store)
+    await routes.refresh()
+    tenancy.api.guard = routes
+    interval_s = max(settings.auth.effective_cache_ttl.total_seconds() / 2, 0.05)
+    return asyncio.create_task(routes.run(interval_s), name="guard-attachments")
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event | None = None, config_dir: Path | None = None
 ) -> None:
@@ -159,6 +170,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         for server in servers:
             await server.start()
         background = await gateway.background()
+        if tenancy is not None:
+            background.append(await _guard_attachments(settings, gateway, tenancy))
         control = await start_control(
             settings, gateway, tenancy.store if tenancy is not None else None, config_dir
         )

@@ -76,6 +76,11 @@ class SimOptions(Strict):
     default_max_tokens: int = Field(default=128, ge=1)
     embedding_dim: int = Field(default=256, ge=1, le=16384)
     prompt_tokens_details: bool = False
+    echo: bool = False
+    """Answer with the last user message (or the prompt) instead of generated words."""
+    judge: str = ""
+    """Answer as a guard model in this format (llamaguard3, qwen3guard, shieldgemma,
+    json): unsafe when the text holds `[[unsafe]]` (see llmgw.sim.echo)."""
     legacy_metrics: bool = False
 
     startup_delay_s: float = Field(default=0.0, ge=0)
@@ -102,6 +107,11 @@ class SimOptions(Strict):
                 f"kv_blocks: {self.kv_blocks} blocks of {self.block_size} tokens cannot hold one "
                 f"{self.max_model_len}-token sequence; raise --kv-blocks to at least {needed} "
                 "or lower --max-model-len"
+            )
+        if self.judge and self.judge not in ("llamaguard3", "qwen3guard", "shieldgemma", "json"):
+            raise ValueError(
+                f"judge: {self.judge!r} is not a guard format; "
+                "use llamaguard3, qwen3guard, shieldgemma or json"
             )
         if self.admin_port is not None and self.admin_port == self.port and self.port != 0:
             raise ValueError("admin_port: must differ from port, or be left unset")

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from llmgw.sim import chunks
 from llmgw.sim.chat_template import TemplateError, render_chat
+from llmgw.sim.echo import all_text, echo_plan, judge_plan, last_user_text
 from llmgw.sim.engine import TokenStream
 from llmgw.sim.faults import STATUS_FAULTS, Action
 from llmgw.sim.options import SchedulingPolicy
@@ -37,7 +38,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except TemplateError as exc:
         raise bad_request(str(exc), "messages") from exc
     ids = state.engine.tokenizer.encode(prompt)
-    return await _generate(request, state, parsed.sampling, ids, chat=True, arrived_at=arrived_at)
+    text = all_text(parsed.messages) if state.options.judge else last_user_text(parsed.messages)
+    return await _generate(request, state, parsed.sampling, ids, chat=True, arrived_at=arrived_at, text=text)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -47,11 +49,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
     parsed = parse_completion(await request.read(), state.served_names())
     prompt = parsed.prompt
     ids = state.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-    return await _generate(request, state, parsed.sampling, ids, chat=False, arrived_at=arrived_at)
+    text = prompt if isinstance(prompt, str) else ""
+    return await _generate(request, state, parsed.sampling, ids, chat=False, arrived_at=arrived_at, text=text)
 
 
-def plan_for(state: SimState, sampling: Sampling, prompt_ids: list[int]) -> OutputPlan:
-    """The answer to a request, sized within the model's context, or a 400."""
+def plan_for(state: SimState, sampling: Sampling, prompt_ids: list[int], text: str = "") -> OutputPlan:
+    """The answer to a request, sized within the model's context, or a 400; with
+    `echo` or `judge` on, the answer made from the request's `text`."""
     limit = state.options.max_model_len
     room = limit - len(prompt_ids)
     if sampling.max_tokens is not None:
@@ -74,6 +78,10 @@ def plan_for(state: SimState, sampling: Sampling, prompt_ids: list[int]) -> Outp
         # No max_tokens: the sim's default length stands in for the model's end-of-sequence.
         budget, reason = min(state.options.default_max_tokens, room), "stop"
     finish: FinishReason = "length" if reason == "length" else "stop"
+    if state.options.judge:
+        return judge_plan(state.options.judge, text)
+    if state.options.echo:
+        return echo_plan(text, budget, sampling.max_tokens is not None)
     seed = request_seed(state.options.seed, sampling.seed, prompt_ids)
     return plan_output(seed=seed, max_tokens=budget, finish_reason=finish, stop=sampling.stop)
 
@@ -86,8 +94,9 @@ async def _generate(
     *,
     chat: bool,
     arrived_at: float,
+    text: str = "",
 ) -> web.StreamResponse:
-    plan = plan_for(state, sampling, prompt_ids)
+    plan = plan_for(state, sampling, prompt_ids, text)
     if sampling.priority and state.options.scheduling_policy is not SchedulingPolicy.PRIORITY:
         # vLLM's own refusal (and wording) when started without --scheduling-policy priority.
         raise bad_request(

@@ -245,3 +245,16 @@ cluster_secrets = sa.Table(
     sa.Column("secret", sa.Text, nullable=False),
     sa.Column("created_at", Seconds, nullable=False),
 )
+
+# Guard policies attached to a part of the tenancy tree (added by migration 0009): the
+# nearest level with any attachment adds its policies to guard.default for its callers
+# (llmgw.guard.policy). Policies are named by the settings, so nothing here refers to a
+# row of theirs; a scope that goes away leaves attachments that match no caller.
+guard_attachments = sa.Table(
+    "guard_attachments",
+    metadata,
+    sa.Column("scope_kind", sa.Text, primary_key=True),
+    sa.Column("scope_id", sa.Text, primary_key=True),
+    sa.Column("policy", sa.Text, primary_key=True),
+    sa.Column("created_at", Seconds, nullable=False),
+)

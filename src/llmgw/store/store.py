@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from llmgw.store import migrate
 from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
+from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
@@ -30,6 +31,7 @@ class Store:
         self._sqlite = SqliteWorker(path) if path is not None else None
         self.tenancy = TenancyRepo(engine)
         self.keys = KeyRepo(engine)
+        self.guard = GuardRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
 

@@ -1,11 +1,12 @@
 """One HTTP/1.1 connection to an engine replica, driven by httptools.
 
 Why not aiohttp's or httpx's client: on the request path the client is most of the
-gateway's cost, and measured on this project's machine (bench/results/
-router-client-choice.md) aiohttp's client spent about 250 µs of CPU per request where
-this protocol, which parses with the same llhttp parser through httptools, spends
-about 60. What it leaves out is what a gateway talking to its own replicas does not
-need: redirects, cookies, proxies, compression, HTTP/2.
+gateway's cost. Measured side by side on this project's (shared, loaded) machine,
+streaming chat completions from a sim engine 16 at a time (bench/router/client_choice.py,
+bench/results/router-client-choice.md), aiohttp's client spent about 410 µs of CPU per
+request and httpx's about 3.6 ms where this protocol, which parses with the same llhttp
+parser as aiohttp through httptools, spends about 180. What it leaves out is what a
+gateway talking to its own replicas does not need: redirects, cookies, proxies, compression, HTTP/2.
 
 A connection carries one exchange at a time. The body arrives as it is read from the
 socket; when the reader falls behind, reading from the socket is paused, so a slow

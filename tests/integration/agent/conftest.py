@@ -30,7 +30,7 @@ def _agents(tmp: Path) -> Iterator[AgentStarter]:
     started: list[AgentProcess] = []
 
     def start(server: str, node_id: str = "n1", *args: str, **options: object) -> AgentProcess:
-        return launch_agent(started, tmp, server, node_id, *args, **options)  # type: ignore[arg-type]
+        return launch_agent(started, tmp, server, node_id, *args, **options)
 
     try:
         yield start

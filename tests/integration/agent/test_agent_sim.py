@@ -41,7 +41,7 @@ def test_an_agent_registers_its_inventory_and_beats(
     assert register.inventory.cpu_cores >= 1
     assert register.replicas == ()
     beats = module_control.wait_for(
-        lambda cp: len(cp.agent("n1").heartbeats) >= 2 and cp.agent("n1").heartbeats, 10
+        lambda cp: cp.agent("n1").heartbeats if len(cp.agent("n1").heartbeats) >= 2 else None, 10
     )
     assert [b.seq for b in beats[:2]] == [1, 2]
 
@@ -94,7 +94,7 @@ def test_a_repeated_order_is_not_a_second_replica(
     seen = len(module_control.agent("n1").history)
     module_control.send("n1", order)
     again = module_control.wait_for(
-        lambda cp: len(cp.agent("n1").history) > seen and cp.agent("n1").history[-1], 10, "an answer"
+        lambda cp: cp.agent("n1").history[-1] if len(cp.agent("n1").history) > seen else None, 10, "an answer"
     )
     assert again.state == ReplicaStatus.READY
     assert again.pid == first.pid

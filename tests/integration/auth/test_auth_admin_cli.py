@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -130,7 +131,7 @@ def test_the_admin_api_json(admin: Admin) -> None:
 
     token = admin.token_file.read_text().strip()
 
-    def call(method: str, path: str, body: dict[str, object] | None = None) -> tuple[int, dict[str, object]]:
+    def call(method: str, path: str, body: dict[str, object] | None = None) -> tuple[int, dict[str, Any]]:
         data = orjson.dumps(body) if body is not None else None
         request = urllib.request.Request(admin.url + path, data=data, method=method)
         request.add_header("authorization", f"Bearer {token}")
@@ -145,9 +146,9 @@ def test_the_admin_api_json(admin: Admin) -> None:
     assert call("PUT", "/api/limits/org/json-org", {"rpm": 7})[1]["rpm"] == 7
     assert call("PUT", "/api/budgets/org/json-org", {"budget": 2.5, "period": "day"})[1]["budget"] == 2.5
     limits = call("GET", "/api/limits")[1]
-    assert {"scope": "org:json-org", "rpm": 7, "tpm": None} in limits["data"]  # type: ignore[operator]
+    assert {"scope": "org:json-org", "rpm": 7, "tpm": None} in limits["data"]
     budgets = call("GET", "/api/budgets")[1]["data"]
-    assert {"scope": "org:json-org", "budget": 2.5, "period": "day", "spent": 0.0} in budgets  # type: ignore[operator]
+    assert {"scope": "org:json-org", "budget": 2.5, "period": "day", "spent": 0.0} in budgets
     status, error = call("POST", "/api/orgs", {"id": "x", "colour": "red"})
     assert status == 400
     assert "colour" in error["error"]["message"]

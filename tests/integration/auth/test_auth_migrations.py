@@ -5,11 +5,13 @@ newest migration builds exactly the tables the code queries."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
+from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -139,6 +141,21 @@ async def seed_0007(conn: AsyncConnection) -> None:
     )
 
 
+def _run_0008(connection: sa.Connection, step: str) -> None:
+    """0008's own upgrade or downgrade, on this connection."""
+    migration = importlib.import_module("llmgw.store.migrations.versions.0008_usage_batches")
+    with Operations.context(MigrationContext.configure(connection)):
+        getattr(migration, step)()
+
+
+async def seed_0008(conn: AsyncConnection) -> None:
+    """The 0007 rows as a 0008 store holds them, in batches: written at 0007 and moved by
+    0008's own upgrade (0009 adds guard attachments, which start empty)."""
+    await conn.run_sync(_run_0008, "downgrade")
+    await seed_0007(conn)
+    await conn.run_sync(_run_0008, "upgrade")
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -147,6 +164,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0005": seed_0005,
     "0006": seed_0006,
     "0007": seed_0007,
+    "0008": seed_0008,
 }
 
 

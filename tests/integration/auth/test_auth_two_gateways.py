@@ -43,7 +43,8 @@ def test_two_processes_hold_one_limit(postgres_location: str) -> None:
     async def setup() -> str:
         async with opened(postgres_location) as store:
             await make_tree(store, project={"rpm": LIMIT})
-            return await make_key(store, NOW)
+            key: str = await make_key(store, NOW)
+            return key
 
     key = asyncio.run(setup())
     command = [sys.executable, str(WORKER), postgres_location, key, str(RUN_S), str(SYNC_INTERVAL_S)]

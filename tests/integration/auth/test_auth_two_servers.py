@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -40,11 +41,13 @@ def engine() -> Iterator[SimEngineProcess]:
         process.stop()
 
 
-def admin_call(client: httpx.Client, gateway: GatewayProcess, method: str, path: str, body: object) -> dict:
+def admin_call(
+    client: httpx.Client, gateway: GatewayProcess, method: str, path: str, body: object
+) -> dict[str, Any]:
     headers = {"authorization": f"Bearer {gateway.admin_token()}"}
     answer = client.request(method, gateway.admin_url + path, json=body, headers=headers)
     assert answer.status_code < 300, answer.text
-    data: dict = answer.json()
+    data: dict[str, Any] = answer.json()
     return data
 
 

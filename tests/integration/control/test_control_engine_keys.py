@@ -34,7 +34,8 @@ def _straight(url: str, key: str | None) -> int:
 
 def _through_gateway(c: Cluster) -> int:
     try:
-        return c.chat("chat", timeout=30).status_code
+        status: int = c.chat("chat", timeout=30).status_code
+        return status
     except httpx.HTTPError:
         return 0
 

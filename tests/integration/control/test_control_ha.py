@@ -96,7 +96,8 @@ def _ha_config(agent_port: int, store: str, token_file: Path, model: dict[str, A
     )
     config["auth"] = {"enabled": True, "store": store}
     config["admin_token_file"] = str(token_file)
-    return config
+    typed: dict[str, Any] = config
+    return typed
 
 
 class Servers:
@@ -127,7 +128,7 @@ class Servers:
             )
         except httpx.HTTPError:
             return None
-        return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
+        return response.json() if response.status_code == 200 else None
 
     def leads(self, name: str) -> bool:
         answer = self.admin(name, "/api/control/leader")
@@ -194,7 +195,7 @@ def test_the_standby_takes_over_a_killed_leader_and_adopts_its_replicas(
         key = servers.api_key()
         for name in (leader, survivor):
             wait_for(
-                lambda name=name: _chat(servers.handles[name], key) == 200,  # type: ignore[misc]
+                lambda name=name: _chat(servers.handles[name], key) == 200,
                 60,
                 f"{name} ({'leader' if name == leader else 'follower'}) never answered:\n" + c.logs(),
                 pause=0.5,

@@ -16,9 +16,9 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -169,7 +169,7 @@ async def sim_state(client: httpx.AsyncClient, sim: SimEngineProcess) -> dict[st
 async def sim_idle(client: httpx.AsyncClient, sim: SimEngineProcess) -> None:
     async def idle() -> bool:
         state = await sim_state(client, sim)
-        return state["running"] == 0 and state["waiting"] == 0
+        return bool(state["running"] == 0 and state["waiting"] == 0)
 
     await until(idle, "the sim to be idle")
 
@@ -192,7 +192,7 @@ async def occupied(client: httpx.AsyncClient, gw: GatewayProcess) -> AsyncIterat
     ) as response:
         assert response.status_code == 200
         # Held in a name: a line iterator that is dropped closes the response with it.
-        lines = response.aiter_lines()
+        lines = cast(AsyncGenerator[str, None], response.aiter_lines())
         try:
             await anext(lines)  # the replica is generating for it
             yield

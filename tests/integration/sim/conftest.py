@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from sim_http_helpers import FAST
 
 from llmgw.testing.sim import SimEngineProcess, start_sim_engine
-
-_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
-
-
-@pytest.fixture(autouse=True)
-def _no_proxies_or_llmgw_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper() in _PROXY_VARIABLES or name.startswith("LLMGW_"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,11 @@ from sim_http_helpers import FAST, get_json, post_json
 
 from llmgw.testing.sim import SimEngineProcess, http_status, start_sim_engine, wait_until_ready
 
-CHAT = {"model": "sim-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 6}
+CHAT: dict[str, Any] = {
+    "model": "sim-model",
+    "messages": [{"role": "user", "content": "hello"}],
+    "max_tokens": 6,
+}
 
 
 @pytest.fixture(scope="module")

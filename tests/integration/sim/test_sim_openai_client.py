@@ -8,11 +8,12 @@ import struct
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from sim_http_helpers import get_json, post_json
 
 from llmgw.testing.sim import SimEngineProcess
 
-MESSAGES = [
+MESSAGES: list[ChatCompletionMessageParam] = [
     {"role": "system", "content": "You are a terse assistant."},
     {"role": "user", "content": "Name three colours, please."},
 ]
@@ -130,7 +131,7 @@ def test_embeddings_are_deterministic_in_float_and_base64(client: openai.OpenAI)
     raw = client.embeddings.with_raw_response.create(
         model="sim-model", input="hello world", encoding_format="base64"
     )
-    packed = base64.b64decode(raw.parse().data[0].embedding)
+    packed = base64.b64decode(str(raw.parse().data[0].embedding))  # base64: a str, typed as floats
     assert list(struct.unpack("<64f", packed)) == pytest.approx(again.data[0].embedding, abs=1e-6)
 
 

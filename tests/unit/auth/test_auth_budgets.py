@@ -21,8 +21,8 @@ def spend_deltas(scopes: list[str] | tuple[str, ...], cost: int, at: float) -> d
     return spread_spend({(tuple(scopes), day_of(at)): cost}) if cost > 0 else {}
 
 
-def ts(*parts: int) -> float:
-    return datetime(*parts, tzinfo=UTC).timestamp()  # type: ignore[misc]
+def ts(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> float:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
 
 
 def test_periods_are_utc_days_and_months() -> None:

@@ -54,7 +54,7 @@ def test_the_most_specific_limit_wins_above_or_below(
     levels: dict[str, dict[str, Any]], key_rpm: int | None, expected: tuple[str, int, str] | None
 ) -> None:
     key = KeyRow("k1", "h1", project_id="p", rpm=key_rpm)
-    rule = principal(key, **levels).rpm
+    rule = principal(key, None, **levels).rpm
     assert (rule.scope, rule.limit, rule.source) == expected if rule else expected is None
 
 

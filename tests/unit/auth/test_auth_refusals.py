@@ -25,7 +25,8 @@ def test_refusals_are_kept_within_bounds_and_the_rest_counted() -> None:
         ("l2", 429),
         ("q", 404),
     ]
-    assert all(tokens is None and r.account[0].key_id in ("loud", "quiet") for r, tokens in kept)
+    assert all(tokens is None for _, tokens in kept)
+    assert all(r.account is not None and r.account[0].key_id in ("loud", "quiet") for r, _ in kept)
     assert (log.unrecorded, log.anonymous) == (7, 1)
     # A hand-over starts the bounds afresh; the total bounds every caller together.
     for name in ("a", "b", "c"):

@@ -132,6 +132,11 @@ def test_a_router_only_file_using_nothing_inert_gets_no_warning() -> None:
     assert inert_in_use(_load(_ROUTER_ONLY)) == []
 
 
+def test_guardrails_are_enforced_so_their_settings_are_not_inert() -> None:
+    document = {"guard": {"policies": [{"name": "p", "checks": [_REGEX]}], "default": "p"}}
+    assert inert_in_use(_load({**_ROUTER_ONLY, **document})) == []
+
+
 def test_a_setting_left_at_its_default_is_not_in_use() -> None:
     assert inert_in_use(_load({**_ROUTER_ONLY, "guard": {"default": ""}, "threads": {}})) == []
 
@@ -142,7 +147,6 @@ _REGEX = {"type": "regex", "patterns": ["x"]}
 @pytest.mark.parametrize(
     ("document", "path"),
     [
-        ({"guard": {"policies": [{"name": "p", "checks": [_REGEX]}]}}, "guard.policies"),
         ({"notify": {"webhooks": [{"name": "w", "url": "https://h.example/x"}]}}, "notify"),
         ({"router": {"trusted_proxies": ["10.0.0.0/8"]}}, "router.trusted_proxies"),
         ({"router": {"cache": {"max_bytes": 8 << 20}}}, "router.cache"),

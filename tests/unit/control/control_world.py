@@ -162,7 +162,7 @@ def replica(
         model=model_name,
         profile=profile,
         assignments=tuple(
-            Assignment(node_id=p[0], devices=tuple(p[1]), cpu_cores=tuple(p[2]) if len(p) > 2 else ())  # type: ignore[misc]
+            Assignment(node_id=p[0], devices=tuple(p[1]), cpu_cores=tuple(p[2]) if len(p) > 2 else ())
             for p in parts
         ),
         phase=phase,

@@ -19,7 +19,8 @@ NO_DEMAND = ModelDemand()
 
 
 def one(**fields: Any) -> Model:
-    return catalog(model("m", gpu_profile(), **fields)).models()[0]
+    first: Model = catalog(model("m", gpu_profile(), **fields)).models()[0]
+    return first
 
 
 def at(text: str) -> float:

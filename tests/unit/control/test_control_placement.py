@@ -71,7 +71,9 @@ def test_a_gpu_need_places_on_the_smallest_class_meeting_it_under_its_own_name()
 
 
 def test_multi_node_replica_spans_distinct_nodes_within_keep_within() -> None:
-    rack = lambda r: {"llmgw.io/rack": r}  # noqa: E731
+    def rack(name: str) -> dict[str, str]:
+        return {"llmgw.io/rack": name}
+
     nodes = [
         node("n1", h100x8(labels=rack("r1"))),
         node("n2", h100x8(labels=rack("r2"))),

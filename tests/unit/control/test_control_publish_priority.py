@@ -72,7 +72,7 @@ def test_a_llamacpp_replica_is_published_with_its_adapters_numbers() -> None:
     spec = replica_spec(_llamacpp_record("small"), cat, "key")
     # The numbers llama-server gives them: their order in --lora, which is the catalog's.
     assert spec.lora_ids == {"sql": 0, "legal": 1}
-    assert spec.lora_ids == adapter_ids(cat.resolve("small").engine_profile("cpu"))  # type: ignore[union-attr]
+    assert spec.lora_ids == adapter_ids(cat.resolve("small").engine_profile("cpu"))
     # A follower reads them back from the stored labels.
     assert StoredReplica.of(spec, term=1, updated_at=0.0).spec("key").lora_ids == {"sql": 0, "legal": 1}
     assert replica_spec(_llamacpp_record("plain"), cat, "key").lora_ids == {}

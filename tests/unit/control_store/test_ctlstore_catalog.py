@@ -201,13 +201,14 @@ def test_scale_sets_min_and_max_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_the_version_names_the_content_even_when_the_clock_goes_back(tmp_path: Path) -> None:
     async def scenario(catalogs: CatalogStore, clock: ManualClock) -> None:
         seen = {await catalogs.version(): await catalogs.entries()}
-        for step, change in (
+        changes: tuple[tuple[int, Callable[[], Awaitable[object]]], ...] = (
             (1, lambda: catalogs.add(text(BIG), "a")),
             (1, lambda: catalogs.scale("big", 1, 1, "a")),
             (1, lambda: catalogs.remove("big", "a")),  # deletes the row: only the count tells
             (-60, lambda: catalogs.remove("small", "a")),  # another server, its clock behind
             (0, lambda: catalogs.add(text(BIG), "a")),
-        ):
+        )
+        for step, change in changes:
             clock.advance(step)
             await change()
             version, entries = await catalogs.version(), await catalogs.entries()

@@ -163,7 +163,7 @@ class StuckTable(LeaseTable):
         super().__init__(store.engine)
         self.let_go = asyncio.Event()
 
-    async def claim(self, name: str, holder: str, ttl: timedelta) -> None:  # type: ignore[override]
+    async def claim(self, name: str, holder: str, ttl: timedelta) -> None:
         while not self.let_go.is_set():
             with contextlib.suppress(asyncio.CancelledError):
                 await self.let_go.wait()

@@ -18,6 +18,8 @@ from llmgw.protocol.inventory import Inventory
 from llmgw.protocol.messages import (
     AGENT_PATH,
     PROTOCOL_VERSION,
+    AgentMessage,
+    ControlMessage,
     Error,
     FetchProgress,
     Heartbeat,
@@ -65,7 +67,7 @@ def _profile() -> EngineProfile:
     )
 
 
-AGENT_MESSAGES = [
+AGENT_MESSAGES: list[AgentMessage] = [
     Register(
         node_id="n1",
         inventory=_inventory(),
@@ -86,7 +88,7 @@ AGENT_MESSAGES = [
     Error(code="refused", message="no", replica_id="r4"),
 ]
 
-CONTROL_MESSAGES = [
+CONTROL_MESSAGES: list[ControlMessage] = [
     Registered(node_id="n1", heartbeat_interval=timedelta(seconds=2), settings=NodeSettings(firewall=False)),
     StartReplica(
         replica_id="r1",

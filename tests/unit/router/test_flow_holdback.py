@@ -111,7 +111,7 @@ def test_a_model_that_gets_no_replica_within_activation_wait_is_503_model_not_re
 
 
 def test_no_activator_is_a_seam_that_does_nothing() -> None:
-    assert NoActivator().activate("m") is None
+    NoActivator().activate("m")  # returns, and raises nothing
 
 
 def test_with_admission_off_a_model_with_no_replica_still_waits_for_one() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,7 +19,7 @@ SNAPSHOT = EngineSnapshot(
 )
 
 
-def render(flavor: Flavor, legacy: bool = False, snapshot: EngineSnapshot = SNAPSHOT) -> dict[str, object]:
+def render(flavor: Flavor, legacy: bool = False, snapshot: EngineSnapshot = SNAPSHOT) -> dict[str, Any]:
     options = SimOptions(flavor=flavor, legacy_metrics=legacy, models=("m1",))
     renderer = renderer_for(options)
     stats = EngineStats(renderer.buckets)
@@ -35,7 +37,7 @@ def render(flavor: Flavor, legacy: bool = False, snapshot: EngineSnapshot = SNAP
     return {family.name: family for family in text_string_to_metric_families(text)}
 
 
-def value(families: dict[str, object], family: str, sample: str | None = None) -> float:
+def value(families: dict[str, Any], family: str, sample: str | None = None) -> float:
     found = families[family]
     samples = found.samples
     return float(next(s.value for s in samples if s.name == (sample or family)))

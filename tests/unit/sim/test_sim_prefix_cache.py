@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmgw.sim.prefix_cache import BlockPool, block_hashes, blocks_for
+from llmgw.sim.prefix_cache import Allocation, BlockPool, block_hashes, blocks_for
 
 
 def test_only_full_blocks_before_the_last_token_are_cacheable() -> None:
@@ -109,7 +109,7 @@ def test_reset_drops_only_unused_blocks() -> None:
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6), st.booleans()), max_size=40))
 def test_the_pool_never_holds_more_than_its_capacity(steps: list[tuple[int, int, bool]]) -> None:
     pool = BlockPool(12)
-    held = []
+    held: list[Allocation] = []
     for prefix, extra, release_first in steps:
         if release_first and held:
             pool.release(held.pop(0))
