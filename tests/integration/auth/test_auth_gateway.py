@@ -211,7 +211,10 @@ def test_the_cli_talks_to_the_servers_admin_api(deployment: Deployment) -> None:
 
 def test_auth_settings_are_checked_before_serving(tmp_path: Path) -> None:
     config = tmp_path / "llmgw.yaml"
-    config.write_text("auth:\n  enabled: true\n  store: postgresql://nobody@127.0.0.1:1/none\n")
+    config.write_text(
+        "auth:\n  enabled: true\n  store: postgresql://nobody@127.0.0.1:1/none\n"
+        "endpoints: [{id: a, url: 'http://127.0.0.1:1', models: [m]}]\n"
+    )
     started = subprocess.run(
         [sys.executable, "-m", "llmgw", "server", "--config", str(config)],
         capture_output=True,
