@@ -9,7 +9,7 @@ in-memory fake serves them as well in tests and benchmarks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 from llmgw.errors import LlmgwError
@@ -81,4 +81,8 @@ class HTTPProtocol(Protocol):
         ...
 
 
-__all__ = ["HTTPProtocol", "Headers", "ProtocolClosed", "Scope", "StreamTransport"]
+App = Callable[[Scope, HTTPProtocol], Awaitable[None]]
+"""An application: called once per request, it answers through the protocol."""
+
+
+__all__ = ["App", "HTTPProtocol", "Headers", "ProtocolClosed", "Scope", "StreamTransport"]

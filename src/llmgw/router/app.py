@@ -22,7 +22,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -31,7 +31,7 @@ from llmgw.auth.tags import parse_tags
 from llmgw.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
 from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import JSON, api_error_response, refusal_reason
-from llmgw.http.rsgi import HTTPProtocol, Scope
+from llmgw.http.rsgi import App, HTTPProtocol, Scope
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.cors import CorsPolicy, WithHeaders
 from llmgw.router.departures import Departures
@@ -82,6 +82,7 @@ class GatewayApp:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         guard: Guardrails | None = None,
+        mounts: Sequence[tuple[str, App]] = (),
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -97,6 +98,7 @@ class GatewayApp:
         self._metrics = metrics
         self._cors = cors
         self._guard = guard
+        self._mounts = tuple(mounts)
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -133,6 +135,10 @@ class GatewayApp:
                     b"llmgw: the OpenAI API is under /v1\n",
                 )
             else:
+                for prefix, app in self._mounts:
+                    if path == prefix or path.startswith(prefix + "/"):
+                        await app(scope, proto)
+                        return
                 raise NotFound(
                     f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
                 )

@@ -10,16 +10,16 @@ serves `metrics_listen`, where only `/metrics` is mounted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from llmgw.http.responses import error_body
-from llmgw.http.rsgi import HTTPProtocol, Scope
+from llmgw.http.rsgi import App, HTTPProtocol, Scope
 
 log = logging.getLogger(__name__)
 
-AdminRoutes = Callable[[Scope, HTTPProtocol], Awaitable[None]]
+AdminRoutes = App
 """An RSGI application mounted under `/api` (`llmgw.admin.api.AdminApi`)."""
 
 
