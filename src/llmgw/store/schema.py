@@ -54,6 +54,8 @@ teams = sa.Table(
     *_scope_columns(),
     sa.Column("max_key_ttl_s", Seconds, nullable=True),
     sa.Column("gpu_quota", sa.Integer, nullable=True),
+    sa.Column("idp_group", sa.Text, nullable=True),
+    sa.Index("ix_teams_idp_group", "idp_group", unique=True),
 )
 
 projects = sa.Table(
@@ -73,6 +75,71 @@ users = sa.Table(
     sa.Column("email", sa.Text, nullable=True),
     sa.Column("disabled", sa.Boolean, nullable=False, server_default=sa.false()),
     *_scope_columns(),
+    # Migration 0010: who the identity provider says this is (OIDC `sub`, SCIM
+    # `externalId`), whether an operator has approved a signup, and the SCIM ETag.
+    sa.Column("name", sa.Text, nullable=True),
+    sa.Column("subject", sa.Text, nullable=True),
+    sa.Column("external_id", sa.Text, nullable=True),
+    sa.Column("status", sa.Text, nullable=False, server_default="active"),
+    sa.Column("signup_reason", sa.Text, nullable=True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),
+    sa.Index("ix_users_subject", "subject", unique=True),
+    sa.Index("ix_users_external_id", "external_id", unique=True),
+    sa.Index("ix_users_email", "email"),
+)
+
+team_memberships = sa.Table(
+    "team_memberships",
+    metadata,
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("team_id", sa.Text, sa.ForeignKey("teams.id"), primary_key=True, index=True),
+    sa.Column("role", sa.Text, nullable=False, server_default="member"),
+    # manual (an operator), oidc (the groups claim at sign-in) or scim (a group push):
+    # a sync removes only the memberships its own source made.
+    sa.Column("source", sa.Text, nullable=False, server_default="manual"),
+    sa.Column("created_at", Seconds, nullable=False),
+)
+
+org_memberships = sa.Table(
+    "org_memberships",
+    metadata,
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("org_id", sa.Text, sa.ForeignKey("orgs.id"), primary_key=True, index=True),
+    sa.Column("role", sa.Text, nullable=False, server_default="member"),
+    sa.Column("created_at", Seconds, nullable=False),
+)
+
+# The identity provider's groups (SCIM Groups, or the OIDC `groups` claim's names); a
+# team that names one in `teams.idp_group` gets its members.
+idp_groups = sa.Table(
+    "idp_groups",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("display_name", sa.Text, nullable=False, unique=True),
+    sa.Column("external_id", sa.Text, nullable=True, unique=True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("updated_at", Seconds, nullable=False),
+)
+
+idp_group_members = sa.Table(
+    "idp_group_members",
+    metadata,
+    sa.Column("group_id", sa.Text, sa.ForeignKey("idp_groups.id"), primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), primary_key=True, index=True),
+)
+
+# A browser's session: the cookie holds a random token, the store its hash, so a copy
+# of the store signs nobody in; deleting the rows ends the sessions everywhere.
+browser_sessions = sa.Table(
+    "browser_sessions",
+    metadata,
+    sa.Column("id_hash", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.id"), nullable=False, index=True),
+    sa.Column("csrf_token", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("last_seen_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=False, index=True),
 )
 
 memberships = sa.Table(

@@ -156,6 +156,18 @@ async def seed_0008(conn: AsyncConnection) -> None:
     await conn.run_sync(_run_0008, "upgrade")
 
 
+async def seed_0009(conn: AsyncConnection) -> None:
+    """The 0008 rows with a guard policy attached to the team (0010 adds identity columns
+    and tables, which start empty; existing people stay active)."""
+    await seed_0008(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO guard_attachments (scope_kind, scope_id, policy, created_at) "
+            "VALUES ('team', 't', 'pii', 1800000000)"
+        )
+    )
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -165,6 +177,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0006": seed_0006,
     "0007": seed_0007,
     "0008": seed_0008,
+    "0009": seed_0009,
 }
 
 
