@@ -325,3 +325,16 @@ guard_attachments = sa.Table(
     sa.Column("policy", sa.Text, primary_key=True),
     sa.Column("created_at", Seconds, nullable=False),
 )
+
+# A sign-in under way: the OIDC `state` (hashed), with the nonce and PKCE verifier it
+# must come back to, kept in the store so any gateway can finish it and a replayed
+# `state` finds nothing (the row is deleted when used).
+oidc_logins = sa.Table(
+    "oidc_logins",
+    metadata,
+    sa.Column("state_hash", sa.Text, primary_key=True),
+    sa.Column("nonce", sa.Text, nullable=False),
+    sa.Column("code_verifier", sa.Text, nullable=False),
+    sa.Column("return_to", sa.Text, nullable=False, server_default="/"),
+    sa.Column("expires_at", Seconds, nullable=False, index=True),
+)

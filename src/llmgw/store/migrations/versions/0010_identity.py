@@ -69,9 +69,18 @@ def upgrade() -> None:
         sa.Column("last_seen_at", _SECONDS, nullable=False),
         sa.Column("expires_at", _SECONDS, nullable=False, index=True),
     )
+    op.create_table(
+        "oidc_logins",
+        sa.Column("state_hash", sa.Text, primary_key=True),
+        sa.Column("nonce", sa.Text, nullable=False),
+        sa.Column("code_verifier", sa.Text, nullable=False),
+        sa.Column("return_to", sa.Text, nullable=False, server_default="/"),
+        sa.Column("expires_at", _SECONDS, nullable=False, index=True),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("oidc_logins")
     op.drop_table("browser_sessions")
     op.drop_table("idp_group_members")
     op.drop_table("idp_groups")
