@@ -1,6 +1,9 @@
 """The admin listener's RSGI application: health, readiness, metrics, and the admin
 API under `/api` when the server has a store (auth on, or a control plane).
 
+`/debug/pprof/` is the profiler (llmgw.admin.debug_routes) when `debug_pprof` is on;
+off, `/debug` answers 404 like any path not served.
+
 `/healthz` answers while the process serves at all; `/readyz` once the gateway has
 what it needs to route (its first round of replica scrapes is done), so a load
 balancer adds it only then. `/metrics` is the Prometheus page; the same application
@@ -24,7 +27,8 @@ AdminRoutes = App
 
 
 class AdminApp:
-    """Health, readiness and metrics; metrics only when `metrics_only`."""
+    """Health, readiness, metrics, the admin API and the profiler; metrics only when
+    `metrics_only`."""
 
     def __init__(
         self,
@@ -33,11 +37,13 @@ class AdminApp:
         *,
         metrics_only: bool = False,
         api: AdminRoutes | None = None,
+        debug: AdminRoutes | None = None,
     ) -> None:
         self._registry = registry
         self._ready = ready
         self._metrics_only = metrics_only
         self._api = None if metrics_only else api
+        self._debug = None if metrics_only else debug
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -45,6 +51,8 @@ class AdminApp:
         path = scope.path
         if self._api is not None and (path == "/api" or path.startswith("/api/")):
             await self._api(scope, proto)
+        elif self._debug is not None and (path == "/debug" or path.startswith("/debug/")):
+            await self._debug(scope, proto)
         elif path == "/metrics":
             proto.response_bytes(
                 200, [("content-type", CONTENT_TYPE_LATEST)], generate_latest(self._registry)
@@ -57,11 +65,13 @@ class AdminApp:
             else:
                 proto.response_bytes(503, [("content-type", "text/plain")], b"not ready\n")
         else:
-            why = (
-                "the admin API is served with auth on (auth.enabled: true) or a control plane, which "
-                "give the server a store; this one routes to static endpoints only"
-                if path.startswith("/api") and not self._metrics_only
-                else f"{path} is not served here"
-            )
+            why = f"{path} is not served here"
+            if path.startswith("/api") and not self._metrics_only:
+                why = (
+                    "the admin API is served with auth on (auth.enabled: true) or a control plane, which "
+                    "give the server a store; this one routes to static endpoints only"
+                )
+            elif path.startswith("/debug") and not self._metrics_only:
+                why = f"{path} is not served here: profiling is off (debug_pprof: true turns it on)"
             body = error_body(why, "not_found_error", code="unknown_route")
             proto.response_bytes(404, [("content-type", "application/json")], body)

@@ -75,6 +75,7 @@ class Gateway:
         *,
         auth: AuthGate | None = None,
         admin_api: AdminRoutes | None = None,
+        debug: AdminRoutes | None = None,
     ) -> None:
         router = settings.router
         self.settings = settings
@@ -186,7 +187,7 @@ class Gateway:
             clock=clock,
             guard=self.guard,
         )
-        self.admin = AdminApp(self.registry, self.ready, api=admin_api)
+        self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
 
     def replace_catalog(self, catalog: Catalog) -> None:

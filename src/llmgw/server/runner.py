@@ -22,6 +22,7 @@ from pathlib import Path
 
 from llmgw.admin import token as admin_token
 from llmgw.admin.api import AdminApi
+from llmgw.admin.debug_routes import DebugRoutes
 from llmgw.auth import AuthGate
 from llmgw.auth.spill import spill_path
 from llmgw.config import Settings
@@ -91,16 +92,22 @@ def needs_store(settings: Settings) -> bool:
     return settings.auth.enabled or settings.control_plane_mode
 
 
+def needs_admin_token(settings: Settings) -> bool:
+    """The admin API is behind the token, and so is the profiler (`debug_pprof`), which a
+    server without a store may serve too."""
+    return needs_store(settings) or settings.debug_pprof
+
+
 @contextlib.contextmanager
 def _run_directory(settings: Settings, config_dir: Path | None) -> Iterator[Path | None]:
     """Where the defaults of the store and the admin token live: beside the configuration,
     or in the service's state directory. A server given neither (the embedded defaults)
     gets a directory for this run only, removed as it stops, rather than writing into
     whatever directory it was started from."""
-    if config_dir is not None or os.environ.get("STATE_DIRECTORY") or not needs_store(settings):
+    if config_dir is not None or os.environ.get("STATE_DIRECTORY") or not needs_admin_token(settings):
         yield config_dir
         return
-    if settings.auth.store and settings.admin_token_file:
+    if settings.admin_token_file and (settings.auth.store or not needs_store(settings)):
         yield config_dir
         return
     with tempfile.TemporaryDirectory(prefix="llmgw-server-") as folder:
@@ -108,11 +115,13 @@ def _run_directory(settings: Settings, config_dir: Path | None) -> Iterator[Path
 
 
 @contextlib.asynccontextmanager
-async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator[Tenancy | None]:
+async def _tenancy(
+    settings: Settings, config_dir: Path | None, token: str | None
+) -> AsyncIterator[Tenancy | None]:
     """With auth on or a control plane: the store opened (and upgraded) and the admin API
-    behind its token; with auth on, the gate started with every key read too. All closed
+    behind `token`; with auth on, the gate started with every key read too. All closed
     again on the way out."""
-    if not needs_store(settings):
+    if not needs_store(settings) or token is None:
         yield None
         return
     state_directory = os.environ.get("STATE_DIRECTORY")
@@ -124,9 +133,7 @@ async def _tenancy(settings: Settings, config_dir: Path | None) -> AsyncIterator
         if gate is not None:
             await gate.start()
         try:
-            token_file = settings.effective_admin_token_file(config_dir, state_directory)
-            token = admin_token.load_or_create(token_file)
-            log.info("admin API on %s/api; its token is in %s", settings.admin_listen, token_file)
+            log.info("admin API on %s/api", settings.admin_listen)
             yield Tenancy(store, gate, AdminApi(settings, store, token, gate))
         finally:
             if gate is not None:
@@ -158,10 +165,37 @@ async def serve(
         await _serve(settings, stop, run_dir)
 
 
+def _admin_token(settings: Settings, config_dir: Path | None) -> str | None:
+    """The admin token, made at first start, when something on the admin port needs it."""
+    if not needs_admin_token(settings):
+        return None
+    token_file = settings.effective_admin_token_file(config_dir, os.environ.get("STATE_DIRECTORY"))
+    token = admin_token.load_or_create(token_file)
+    log.info("the admin token is in %s", token_file)
+    return token
+
+
+def _debug_routes(settings: Settings, token: str | None) -> DebugRoutes | None:
+    if not settings.debug_pprof or token is None:
+        return None
+    log.warning(
+        "debug_pprof is on: %s/debug/pprof/ serves CPU profiles, task stacks and heap samples "
+        "(which can show keys and prompts) to whoever holds the admin token",
+        settings.admin_listen,
+    )
+    return DebugRoutes(token)
+
+
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
-    async with _tenancy(settings, config_dir) as tenancy:
+    token = _admin_token(settings, config_dir)
+    async with _tenancy(settings, config_dir, token) as tenancy:
         api = tenancy.api if tenancy is not None else None
-        gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        gateway = Gateway(
+            settings,
+            auth=tenancy.gate if tenancy is not None else None,
+            admin_api=api,
+            debug=_debug_routes(settings, token),
+        )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
