@@ -16,6 +16,9 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
                                                 on (llmgw.config.inert), one per path
     *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
     GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
+    GET               /api/history              the dashboard's charts over monitoring.window, read
+                                                from monitoring.prometheus (llmgw.obs.history); an
+                                                answer saying why when there is none
 
 Lists answer `{"data": [...]}`; refusals use OpenAI's error envelope with the status
 chosen by the error's type, as on the client port.
@@ -51,6 +54,7 @@ from llmgw.errors import (
 )
 from llmgw.http.responses import JSON, api_error_response, error_body
 from llmgw.http.rsgi import HTTPProtocol, Scope
+from llmgw.obs.history import HistoryReader
 from llmgw.store import Store
 
 if TYPE_CHECKING:
@@ -84,6 +88,7 @@ class AdminApi:
         self.router: RouterRoutes | None = None
         self.guard: GuardRoutes | None = None
         """`/api/guard`, set by the server once the gateway's guardrails exist."""
+        self.history = HistoryReader(settings.monitoring, clock)
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -122,6 +127,10 @@ class AdminApi:
             if method != "GET":
                 raise MethodNotAllowed(f"{method} {path} is not served; use GET")
             return 200, {"data": [found.as_json() for found in self.inert()]}
+        if parts == ["history"]:
+            if method != "GET":
+                raise MethodNotAllowed(f"{method} {path} is not served; use GET", allow="GET")
+            return 200, (await self.history.read()).as_json()
         if parts and parts[0] == "router" and self.router is not None:
             return await self.router.handle(method, parts[1:], query, body)
         try:
