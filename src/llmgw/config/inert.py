@@ -39,10 +39,7 @@ INERT: Mapping[str, str] = {
     # Web pages.
     "threads": "conversations and notes are not stored by this version",
     "landing": "there is no landing page or docs portal in this version; nothing shows this text",
-    # The admin listener.
-    "debug_pprof": "profiling is not served by this version; /debug answers nothing",
     # Observability beyond /metrics.
-    "monitoring": "this version does not query Prometheus; nothing reads monitoring",
     "tracing": "this version exports no traces",
     # Installing and updating.
     "mirror": "the mirror API is not used by this version; nothing is fetched from or served by it",

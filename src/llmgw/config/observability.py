@@ -24,11 +24,8 @@ OTEL_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 class Monitoring(Strict):
-    """Prometheus server the dashboard queries for its history charts.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
-    """
+    """Prometheus server the dashboard queries for its history charts, served as
+    `GET /api/history` on the admin API (llmgw.obs.history)."""
 
     prometheus: OptionalHttpURL = ""
     """Base URL, e.g. http://prometheus.internal:9090. Empty hides the charts."""
@@ -36,7 +33,7 @@ class Monitoring(Strict):
     """Time span the charts cover; 0 is 1h."""
     timeout: NonNegativeDuration = timedelta(0)
     """Per-query deadline. Queries block page rendering, so a slow Prometheus is
-    skipped rather than awaited. 0 is 5s."""
+    skipped rather than awaited (the answer says it timed out). 0 is 5s."""
 
     @property
     def effective_window(self) -> timedelta:

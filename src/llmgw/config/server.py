@@ -96,8 +96,10 @@ class Settings(BaseSettings):
     """Permits admin_listen on a non-loopback address. Requests still need the token,
     which then travels unencrypted unless a TLS proxy sits in front."""
     debug_pprof: bool = False
-    """Exposes CPU and memory profiling on the admin listener (token required). Off by
-    default because a memory profile contains the keys of recent requests."""
+    """Serves a sampling CPU profile, the asyncio tasks' stacks and the top allocations
+    under /debug/pprof/ on the admin listener (token required; see
+    docs/observability.md#profiling). Off by default because a memory profile contains
+    the keys of recent requests."""
     agent_insecure: bool = False
     """Accepts running the agent port with no agent_tls. Traffic is then unencrypted and
     unauthenticated: anything that can connect could pose as a node and receive
