@@ -24,6 +24,9 @@ class Mode(Enum):
     HANG = "hang"
     ERROR_500 = "500"
     NOT_JSON = "not_json"
+    REFUSE_QUANTILES = "refuse_quantiles"
+    """Answers every query but those with histogram_quantile, which it refuses with 400
+    as Prometheus refuses a query it cannot run."""
 
 
 @dataclass
@@ -68,6 +71,9 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
                 return
             if stand_in.mode is Mode.ERROR_500:
                 self._send(500, b'{"status":"error","errorType":"internal","error":"storage is sick"}')
+                return
+            if stand_in.mode is Mode.REFUSE_QUANTILES and "histogram_quantile" in query["query"]:
+                self._send(400, b'{"status":"error","errorType":"bad_data","error":"no quantiles today"}')
                 return
             if stand_in.mode is Mode.NOT_JSON:
                 self._send(200, b"<html>a login page</html>")

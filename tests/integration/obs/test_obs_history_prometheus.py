@@ -80,6 +80,19 @@ def test_a_failing_prometheus_is_a_reason_not_an_exception(mode: Mode, reason: R
     assert answer.as_json() == {"available": False, "reason": reason, "detail": answer.detail}
 
 
+def test_a_panel_whose_query_fails_says_why_and_the_others_are_charted() -> None:
+    with stand_in_prometheus(Mode.REFUSE_QUANTILES) as prometheus:
+        answer = read(prometheus.url)
+    assert isinstance(answer, History)
+    problems = {p.panel.key: p.problem for p in answer.panels if p.problem is not None}
+    assert list(problems) == ["ttft"]
+    assert problems["ttft"] == NoHistory(
+        "bad_answer", "Prometheus answered the p50 query with status 400: no quantiles today"
+    )
+    assert all(p.series for p in answer.panels if p.panel.key != "ttft")
+    assert answer.as_json()["panels"][2]["problem"]["reason"] == "bad_answer"
+
+
 def test_nothing_listening_is_unreachable_and_names_no_credentials() -> None:
     answer = read(f"http://watcher:s3cret@127.0.0.1:{free_port()}")
     assert isinstance(answer, NoHistory)
