@@ -71,7 +71,7 @@ class AdminApp:
                     "the admin API is served with auth on (auth.enabled: true) or a control plane, which "
                     "give the server a store; this one routes to static endpoints only"
                 )
-            elif path.startswith("/debug") and not self._metrics_only:
+            elif (path == "/debug" or path.startswith("/debug/")) and not self._metrics_only:
                 why = f"{path} is not served here: profiling is off (debug_pprof: true turns it on)"
             body = error_body(why, "not_found_error", code="unknown_route")
             proto.response_bytes(404, [("content-type", "application/json")], body)
