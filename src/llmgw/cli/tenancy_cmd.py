@@ -198,7 +198,23 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
 
     if kind == "user":
         _membership_commands(app)
+        _signup_commands(app)
     return app
+
+
+def _signup_commands(app: typer.Typer) -> None:
+    @app.command("approve")
+    def approve(ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID")) -> None:
+        """Lets a person whose signup is pending in: they can use llmgw at their next
+        request (sessions held already see it within auth.cache_ttl)."""
+        answer = call(ctx, "POST", f"users/{ident}/approve")
+        typer.echo(f"{answer['id']} is {answer['status']}")
+
+    @app.command("reject")
+    def reject(ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID")) -> None:
+        """Turns a person's signup down: their sessions end and their sign-ins are refused."""
+        answer = call(ctx, "POST", f"users/{ident}/reject")
+        typer.echo(f"{answer['id']} is {answer['status']}")
 
 
 def _membership_commands(app: typer.Typer) -> None:
