@@ -148,7 +148,7 @@ def scope_json(scope: Scope) -> dict[str, Any]:
         updated_at=scope.updated_at,
     )
     if scope.kind == "user":
-        out.update(email=scope.email, disabled=scope.disabled)
+        out.update(email=scope.email, disabled=scope.disabled, status=scope.status)
     else:
         out["max_key_ttl"] = _ttl_text(scope.max_key_ttl_s)
         out["gpu_quota"] = scope.gpu_quota

@@ -88,6 +88,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         columns = (
             "id",
             "email",
+            "status",
             "disabled",
             "rpm",
             "tpm",

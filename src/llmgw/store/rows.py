@@ -43,6 +43,8 @@ class Scope:
     disabled: bool = False
     created_at: float = 0.0
     updated_at: float = 0.0
+    status: str = "active"
+    """A person's: active, pending (a signup waiting for approval) or rejected."""
 
 
 @dataclass(frozen=True, slots=True)

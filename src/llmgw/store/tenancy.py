@@ -68,6 +68,7 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         gpu_quota=row.get("gpu_quota"),
         email=row.get("email"),
         disabled=bool(row.get("disabled", False)),
+        status=str(row.get("status") or "active"),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
