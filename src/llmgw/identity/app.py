@@ -28,6 +28,7 @@ from llmgw.errors import (
     ApiError,
     BadRequest,
     Forbidden,
+    MethodNotAllowed,
     NotFound,
     RateLimited,
     SignInRefused,
@@ -132,7 +133,7 @@ class IdentityApp:
 
     async def _only(self, method: str, allowed: str) -> None:
         if method != allowed:
-            raise BadRequest(f"this page takes {allowed}, not {method}", code="method_not_allowed")
+            raise MethodNotAllowed(f"this page takes {allowed}, not {method}", allow=allowed)
 
     # --- OIDC ------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class IdentityApp:
             state_hash=_sha256(state),
             nonce=nonce,
             code_verifier=verifier,
-            return_to=_local_path(query.get("return_to", "")),
+            return_to=local_path(query.get("return_to", "")),
             expires_at=self._clock() + LOGIN_TTL.total_seconds(),
         )
         url = await client.authorization_url(self._redirect_uri(scope), state, nonce, verifier)
@@ -242,7 +243,7 @@ class IdentityApp:
             proto.response_bytes(200, headers, pages.signup_form(token))
             return
         if scope.method != "POST":
-            raise BadRequest(f"/signup takes GET or POST, not {scope.method}", code="method_not_allowed")
+            raise MethodNotAllowed(f"/signup takes GET or POST, not {scope.method}", allow="GET, POST")
         fields = _form(await proto())
         # No session yet to hold a CSRF token: the form's token is also in a cookie only
         # this site can set (double submit), so another site cannot post the form.
@@ -307,7 +308,7 @@ def _cookie_value(scope: Scope, name: str) -> str | None:
     return None
 
 
-def _local_path(text: str) -> str:
+def local_path(text: str) -> str:
     """`return_to` if it is a path on this site; "/auth" otherwise, so the sign-in cannot
     be used to send someone elsewhere (an open redirect)."""
     if (
