@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llmgw.errors import BadRequest, Forbidden
-from llmgw.identity.app import local_path, check_csrf
+from llmgw.identity.app import check_csrf, local_path
 from llmgw.identity.signup import MAX_REASON, read_form
 
 
