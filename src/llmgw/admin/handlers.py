@@ -122,7 +122,8 @@ class Handlers:
             return 200, m.scope_json(await tenancy.get(kind, scope_id))
         if method == "PATCH":
             # A person owns no models, so has no GPU quota: its patch refuses the field.
-            patch_type = m.UserPatch if kind == "user" else m.TenancyFields
+            patch_types: dict[str, type[m.ScopeFields]] = {"user": m.UserPatch, "team": m.TeamPatch}
+            patch_type = patch_types.get(kind, m.TenancyFields)
             patch = patch_type.model_validate(body)
             self._check_band(patch.band)
             scope = await tenancy.update(

@@ -138,16 +138,6 @@ class PeopleRepo:
         assert found is not None  # just written
         return found
 
-    async def set_team_group(self, team_id: str, group: str | None, now: float) -> None:
-        """Names the identity provider's group whose members join `team_id` at sign-in."""
-        t = schema.teams
-        async with transaction(self._engine) as conn:
-            result = await conn.execute(
-                t.update().where(t.c.id == team_id).values(idp_group=group, updated_at=now)
-            )
-            if result.rowcount == 0:
-                raise StoreMissing(f"team {team_id!r} does not exist")
-
     async def sync_oidc_teams(self, user_id: str, groups: Collection[str], now: float) -> tuple[str, ...]:
         """Makes the person's sign-in memberships those of the teams naming one of
         `groups`: joins the missing ones as member, leaves those no longer claimed.

@@ -6,7 +6,7 @@ nothing, sessions end when their lifetime is up, and a signup is approved by the
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 
-from llmgw.store import Scope, Store
 from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 from support.oidc_provider import Browser, oidc_provider, set_user
 
@@ -59,15 +58,12 @@ def _admin(
     return httpx.request(method, gateway.admin_url + "/api/" + path, json=body, headers=headers, timeout=10)
 
 
-async def _map_group(store_path: str, team: str, group: str) -> None:
-    store = await Store.open(store_path)
-    try:
-        now = time.time()
-        await store.tenancy.create(Scope(kind="org", id="acme", created_at=now, updated_at=now))
-        await store.tenancy.create(Scope(kind="team", id=team, parent="acme", created_at=now, updated_at=now))
-        await store.people.set_team_group(team, group, now)
-    finally:
-        await store.close()
+def _cli(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """`llmgw GROUP --admin URL --token-file FILE ARGS...` as a process of its own."""
+    group, *rest = args
+    token_file = str(gateway.config_path.parent / "secrets" / "admin-token")
+    command = [sys.executable, "-m", "llmgw", group, "--admin", gateway.admin_url, "--token-file", token_file]
+    return subprocess.run([*command, *rest], capture_output=True, text=True, timeout=60, check=False)
 
 
 def _until(check: Any, what: str) -> None:
@@ -82,7 +78,12 @@ def gateway(issuer: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[G
     where = tmp_path_factory.mktemp("oidc")
     handle = _gateway(issuer, where)
     try:
-        asyncio.run(_map_group(str(where / "llmgw.db"), "research", "llm-research"))
+        assert _cli(handle, "orgs", "create", "acme").returncode == 0
+        made = _cli(
+            handle, "teams", "create", "research", "--org", "acme", "--idp-group", "llm-research", "--json"
+        )
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)[0]["idp_group"] == "llm-research"
         yield handle
     finally:
         handle.stop()
@@ -238,21 +239,13 @@ def test_signup_waits_for_approval_by_the_cli_then_signs_in(issuer: str, tmp_pat
         assert "Waiting for approval" in waiting.text
         assert browser.me().json()["status"] == "pending"
 
-        approve = subprocess.run(
-            [sys.executable, "-m", "llmgw", "users", "--admin", gateway.admin_url, "--token-file",
-             str(gateway.config_path.parent / "secrets" / "admin-token"), "approve", "gus@example.com"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        approve = _cli(gateway, "users", "approve", "gus@example.com")
         assert approve.returncode == 0, approve.stderr
         assert "gus@example.com is active" in approve.stdout
         _until(lambda: browser.me().json()["status"] == "active", "the approval seen by the session")
         assert "Signed in" in browser.http.get(gateway.url + "/auth").text
 
-        unknown = subprocess.run(
-            [sys.executable, "-m", "llmgw", "users", "--admin", gateway.admin_url, "--token-file",
-             str(gateway.config_path.parent / "secrets" / "admin-token"), "reject", "nobody"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        unknown = _cli(gateway, "users", "reject", "nobody")
         assert unknown.returncode != 0
         assert "nobody" in unknown.stderr
         assert "Traceback" not in unknown.stderr
