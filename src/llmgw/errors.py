@@ -31,6 +31,9 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
           RateLimitExceeded  an RPM or TPM limit is reached; x-ratelimit-* headers
           InsufficientQuota  a budget is spent (OpenAI's insufficient_quota)
         Conflict           409: the admin API cannot create or delete that as asked
+        SignInRefused      403: a sign-in that is not let through (a token that does not
+                           check out, a replayed state, a domain not allowed, a person
+                           disabled); its `code` says which, its message how to go on
         AuthUnavailable    503: a key that is not cached cannot be checked because the
                            store cannot be reached
         UpstreamUnavailable 503: every replica that could serve the request failed
@@ -170,6 +173,11 @@ class Unauthorized(ApiError):
 class Forbidden(ApiError):
     status = 403
     error_type = "permission_error"
+
+
+class SignInRefused(Forbidden):
+    """A sign-in refused: the identity provider's answer did not check out, or the person
+    may not come in. The code names the check (`bad_signature`, `wrong_audience`...)."""
 
 
 class NotFound(ApiError):

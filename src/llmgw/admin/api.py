@@ -3,6 +3,7 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
 
     GET|POST          /api/orgs | teams | projects | users      (?org= ?team= filter)
     GET|PATCH|DELETE  /api/<kind>/<id>
+    POST              /api/users/<id>/approve | reject   a signup let in or turned away
     GET|POST          /api/memberships          DELETE /api/memberships/<user>/<project>
     GET|POST          /api/keys                 GET|DELETE /api/keys/<id> (DELETE revokes)
     PUT               /api/keys/<id>/limits     {rpm, tpm}

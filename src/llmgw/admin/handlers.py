@@ -116,22 +116,42 @@ class Handlers:
                 return 201, m.scope_json(scope)
             raise MethodNotAllowed(f"/api/{kind}s takes GET or POST")
         scope_id = rest[0]
+        if kind == "user" and len(rest) == 2:
+            return await self._decide_signup(method, scope_id, rest[1])
         if method == "GET":
             return 200, m.scope_json(await tenancy.get(kind, scope_id))
         if method == "PATCH":
             # A person owns no models, so has no GPU quota: its patch refuses the field.
-            patch_type = m.UserPatch if kind == "user" else m.TenancyFields
+            patch_types: dict[str, type[m.ScopeFields]] = {"user": m.UserPatch, "team": m.TeamPatch}
+            patch_type = patch_types.get(kind, m.TenancyFields)
             patch = patch_type.model_validate(body)
             self._check_band(patch.band)
             scope = await tenancy.update(
                 kind, scope_id, m.store_changes(patch, given=set(patch.model_fields_set)), self._clock()
             )
             self._refresh_gate(scope)
+            if kind == "user" and scope.disabled:
+                # Disabling a person signs them out everywhere: their sessions are refused
+                # by every gateway once its cached answer is auth.cache_ttl old.
+                await self._store.sessions.end_for_user(scope_id)
             return 200, m.scope_json(scope)
         if method == "DELETE":
             await tenancy.delete(kind, scope_id)
             return 200, {"deleted": f"{kind}:{scope_id}"}
         raise MethodNotAllowed(f"/api/{kind}s/{scope_id} takes GET, PATCH or DELETE")
+
+    async def _decide_signup(self, method: str, user_id: str, decision: str) -> Answer:
+        """POST /api/users/<id>/approve or /reject: a pending person let in or turned away
+        (a rejected person's sessions end, and their sign-ins are refused)."""
+        status = {"approve": "active", "reject": "rejected"}.get(decision)
+        if status is None:
+            raise NotFound(f"/api/users/{user_id}/{decision}: use approve or reject", code="unknown_route")
+        if method != "POST":
+            raise MethodNotAllowed(f"/api/users/{user_id}/{decision} takes POST", allow="POST")
+        person = await self._store.people.set_status(user_id, status, self._clock())
+        if status == "rejected":
+            await self._store.sessions.end_for_user(user_id)
+        return 200, {"id": person.id, "email": person.email, "name": person.name, "status": person.status}
 
     def _refresh_gate(self, scope: Scope) -> None:
         if self._gate is not None:

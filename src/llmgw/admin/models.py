@@ -52,7 +52,14 @@ class OrgBody(TenancyFields):
     id: Ident
 
 
-class TeamBody(TenancyFields):
+class TeamPatch(TenancyFields):
+    """A team's own: the identity provider group whose members join it at sign-in (the
+    OIDC groups claim); None clears it."""
+
+    idp_group: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class TeamBody(TeamPatch):
     id: Ident
     org: Ident
 
@@ -122,7 +129,7 @@ def store_changes(fields: ScopeFields, *, given: set[str]) -> dict[str, Any]:
             changes["max_key_ttl_s"] = None if value is None else value.total_seconds()
         elif name == "allowed_models":
             changes[name] = None if value is None else tuple(value)
-        elif name in ("rpm", "tpm", "budget_period", "band", "gpu_quota", "email", "disabled"):
+        elif name in ("rpm", "tpm", "budget_period", "band", "gpu_quota", "email", "disabled", "idp_group"):
             changes[name] = value
     return changes
 
@@ -148,10 +155,12 @@ def scope_json(scope: Scope) -> dict[str, Any]:
         updated_at=scope.updated_at,
     )
     if scope.kind == "user":
-        out.update(email=scope.email, disabled=scope.disabled)
+        out.update(email=scope.email, disabled=scope.disabled, status=scope.status)
     else:
         out["max_key_ttl"] = _ttl_text(scope.max_key_ttl_s)
         out["gpu_quota"] = scope.gpu_quota
+    if scope.kind == "team":
+        out["idp_group"] = scope.idp_group
     return out
 
 

@@ -88,6 +88,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         columns = (
             "id",
             "email",
+            "status",
             "disabled",
             "rpm",
             "tpm",
@@ -105,6 +106,27 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     )
     email_option = typer.Option(None, "--email", help="The person's address.", hidden=not person)
     quota_option = typer.Option(None, "--gpu-quota", min=0, help=_GPU_QUOTA_HELP, hidden=person)
+    team = kind == "team"
+    group_option = typer.Option(
+        None,
+        "--idp-group",
+        help="The identity provider group whose members join this team when they sign in "
+        "(the OIDC groups claim; an Entra ID group's object id).",
+        hidden=not team,
+    )
+    if team:
+        columns = (*columns, "idp_group")
+
+    def group_only_for_teams(idp_group: str | None) -> dict[str, Any]:
+        if idp_group is None:
+            return {}
+        if not team:
+            raise fail(
+                ValueError(
+                    f"only teams gather an identity provider group: leave out --idp-group for {plural}"
+                )
+            )
+        return {"idp_group": idp_group}
 
     def no_parent(parent_id: str | None) -> None:
         if parent is None and parent_id is not None:
@@ -124,6 +146,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
         gpu_quota: int | None = quota_option,
+        idp_group: str | None = group_option,
         as_json: bool = _JSON,
     ) -> None:
         """Creates it; settings not given are inherited from above, or the defaults."""
@@ -132,7 +155,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         if email is not None and not person:
             raise fail(ValueError(f"only users have an address: leave out --email for {plural}"))
         fields = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
-        body: dict[str, Any] = {"id": ident, **fields}
+        body: dict[str, Any] = {"id": ident, **fields, **group_only_for_teams(idp_group)}
         if parent:
             if parent_id is None:
                 raise fail(ValueError(f"{plural} belong to {parent}s: give --{parent}"))
@@ -178,6 +201,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
         gpu_quota: int | None = quota_option,
+        idp_group: str | None = group_option,
         clear: list[str] = _CLEAR,
         as_json: bool = _JSON,
     ) -> None:
@@ -185,6 +209,7 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         (a cleared gpu_quota is no quota)."""
         _no_quota_for_people(kind, gpu_quota)
         body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
+        body.update(group_only_for_teams(idp_group))
         body.update(dict.fromkeys(clear))
         if not body:
             raise fail(ValueError("nothing to change: give a setting, or --clear one"))
@@ -198,7 +223,23 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
 
     if kind == "user":
         _membership_commands(app)
+        _signup_commands(app)
     return app
+
+
+def _signup_commands(app: typer.Typer) -> None:
+    @app.command("approve")
+    def approve(ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID")) -> None:
+        """Lets a person whose signup is pending in: they can use llmgw at their next
+        request (sessions held already see it within auth.cache_ttl)."""
+        answer = call(ctx, "POST", f"users/{ident}/approve")
+        typer.echo(f"{answer['id']} is {answer['status']}")
+
+    @app.command("reject")
+    def reject(ctx: typer.Context, ident: str = typer.Argument(..., metavar="ID")) -> None:
+        """Turns a person's signup down: their sessions end and their sign-ins are refused."""
+        answer = call(ctx, "POST", f"users/{ident}/reject")
+        typer.echo(f"{answer['id']} is {answer['status']}")
 
 
 def _membership_commands(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.identity import OIDC, SCIM
-from llmgw.config.values import NonNegativeDuration, NonNegativeInt
+from llmgw.config.values import NonNegativeDuration, NonNegativeInt, PositiveDuration
 from llmgw.core.durations import format_duration
 from llmgw.core.strict import Strict
 
@@ -94,6 +94,37 @@ class Personal(Strict):
         return value
 
 
+DEFAULT_SESSION_LIFETIME = timedelta(hours=12)
+DEFAULT_SESSION_IDLE = timedelta(hours=2)
+
+
+class Session(Strict):
+    """Browser sessions of people signed in (OIDC or an approved signup): how long one
+    lasts. Held server-side, so signing out or disabling a person ends every one of
+    theirs; a session ends at whichever bound comes first."""
+
+    lifetime: PositiveDuration = DEFAULT_SESSION_LIFETIME
+    """The longest a session lasts from sign-in, however busy: a working day by default,
+    so a cookie left on a shared machine does not outlive it."""
+    idle: PositiveDuration = DEFAULT_SESSION_IDLE
+    """How long a session lasts with no request from its browser."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Session:
+        problems: list[Problem] = []
+        if self.idle > self.lifetime:
+            problems.append(
+                Problem(
+                    ("idle",),
+                    f"{format_duration(self.idle)} is longer than lifetime {format_duration(self.lifetime)}: "
+                    "the idle bound would never apply; make it shorter",
+                    self.idle,
+                )
+            )
+        refuse("Session", problems)
+        return self
+
+
 class Auth(Strict):
     """Client authentication, tenancy limits, budgets and usage accounting."""
 
@@ -116,9 +147,12 @@ class Auth(Strict):
     default_tpm: NonNegativeInt = 0
     """Tokens a minute, as `default_rpm`."""
     signup_open: bool = False
-    """Offers a self-service sign-up page. New accounts stay pending until approved;
-    when closed, operators add people with `llmgw users create`."""
+    """Offers a self-service sign-up page at /signup (name, e-mail, reason). New accounts
+    stay pending until an operator approves them (`llmgw users approve`), and so do people
+    signing in through OIDC for the first time; when closed, operators add people with
+    `llmgw users create` and the identity provider's people are active at once."""
     oidc: OIDC = Field(default_factory=OIDC)
+    session: Session = Field(default_factory=Session)
     scim: SCIM = Field(default_factory=SCIM)
     max_key_ttl: NonNegativeDuration = timedelta(0)
     """Upper bound on key lifetime, also used as the expiry of keys requested without

@@ -46,11 +46,9 @@ class OIDCClaims(Strict):
 class OIDC(Strict):
     """Sign-in through an OpenID Connect provider (Keycloak, Entra ID, Google, Okta…).
 
-    On when `issuer` is set. The client is a confidential one using the authorization
-    code flow; the provider must list `redirect_url` as an allowed callback.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    On when `issuer` is set (and `auth.enabled`). The client is a confidential one using
+    the authorization code flow with PKCE; the provider must list `redirect_url` as an
+    allowed callback. docs/identity.md wires Keycloak, Entra ID and Okta.
     """
 
     issuer: OptionalHttpURL = ""
@@ -60,14 +58,16 @@ class OIDC(Strict):
     client_secret_file: SecretReference = ""
     """Where the client secret is: a file, env:VARIABLE or vault:mount/path#field."""
     redirect_url: OptionalHttpURL = ""
-    """The callback the provider returns to, ending in /auth/oidc/callback. Empty builds
-    it from the address the browser used, which is right unless a proxy rewrites it."""
+    """The callback the provider returns to: the gateway's client address followed by
+    /auth/callback, as the browser reaches it (https://llm.example.com/auth/callback).
+    Empty builds it from the address the browser used, which is right unless a proxy
+    rewrites it. An https:// one also marks the session cookie Secure."""
     scopes: tuple[str, ...] = ("openid", "profile", "email")
     """Scopes asked for; openid is required."""
     claims: OIDCClaims = Field(default_factory=OIDCClaims)
     allowed_domains: tuple[EmailDomain, ...] = ()
-    """E-mail domains allowed to sign in; empty lets anyone the provider vouches for
-    (their account still waits for approval unless SCIM made it)."""
+    """E-mail domains allowed to sign in; empty lets anyone the provider vouches for.
+    A newcomer is active at once unless `auth.signup_open` makes them wait for approval."""
     display_name: str = ""
     """The sign-in button's label; empty is "Single sign-on"."""
 
@@ -77,6 +77,17 @@ class OIDC(Strict):
 
     @model_validator(mode="after")
     def _complete(self) -> OIDC:
+        if self.redirect_url and urlsplit(self.redirect_url).path in ("", "/"):
+            refuse(
+                "OIDC",
+                [
+                    Problem(
+                        ("redirect_url",),
+                        f"{self.redirect_url} has no path: give the callback, like "
+                        "https://llm.example.com/auth/callback",
+                    )
+                ],
+            )
         problems: list[Problem] = []
         if not self.issuer:
             for name in ("client_id", "client_secret_file", "redirect_url"):

@@ -33,8 +33,6 @@ _FIREWALL = "firewall.enabled"
 
 INERT: Mapping[str, str] = {
     # Identity and sign-in.
-    "auth.signup_open": "there is no sign-up page in this version; nobody can sign up",
-    "auth.oidc": "single sign-on is not available in this version; nobody signs in with OIDC",
     "auth.scim": "SCIM provisioning is not served by this version; no users are synced",
     # Web pages.
     "threads": "conversations and notes are not stored by this version",

@@ -9,7 +9,10 @@ committed without handing out what it protects.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
@@ -17,6 +20,7 @@ from pydantic import AfterValidator, Field, model_validator
 from llmgw.config.checks import Problem, refuse
 from llmgw.config.values import OptionalHttpURL
 from llmgw.core.strict import Strict
+from llmgw.errors import ConfigError
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VAULT_PATH = re.compile(r"^[^#\s]+/[^#\s]+#[^#\s]+$")
@@ -46,6 +50,46 @@ def uses_vault(reference: str) -> bool:
 
 SecretReference = Annotated[str, AfterValidator(check_secret_reference)]
 """A file path, `env:VARIABLE` or `vault:mount/path#field`; empty where optional."""
+
+
+def resolve_secret(
+    reference: str,
+    setting: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> str:
+    """The secret a `SecretReference` names, read now: the variable of `env:NAME`, or the
+    file's text (a relative path is taken from `base_dir`, the configuration's folder),
+    surrounding whitespace stripped. `setting` names the field in the one-sentence
+    `ConfigError` raised when the secret cannot be had, so the operator knows what to fix.
+
+    The one resolver every secret-bearing setting uses (`auth.oidc.client_secret_file`,
+    `auth.scim.token_file`). `vault:` references validate, but this version reads nothing
+    from Vault (`secrets` is inert), so they are refused here with that reason."""
+    if reference.startswith(ENV_PREFIX):
+        name = reference.removeprefix(ENV_PREFIX)
+        value = (os.environ if environ is None else environ).get(name, "").strip()
+        if not value:
+            raise ConfigError([f"{setting}: environment variable {name} is unset or empty: export it"])
+        return value
+    if uses_vault(reference):
+        raise ConfigError(
+            [
+                f"{setting}: {reference!r} would be read from Vault, which this version does not do: "
+                "give a file or env:VARIABLE"
+            ]
+        )
+    path = Path(reference).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        value = path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError([f"{setting}: cannot read {path} ({exc.strerror or exc}): check the path"]) from exc
+    if not value:
+        raise ConfigError([f"{setting}: {path} is empty: put the secret in it"])
+    return value
 
 
 def _not_from_vault(text: str) -> str:

@@ -130,12 +130,15 @@ class Http1Connection(asyncio.Protocol):
         self._refusal: tuple[int, str] | None = None
         self._lingering = False
         self.closed = False
+        self._peer = ""
 
     # --- asyncio.Protocol ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, only alike.
         self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self._owner.opened(self)
         self._arm_idle()
 
@@ -252,7 +255,7 @@ class Http1Connection(asyncio.Protocol):
             exchange.declared = -1
         self._body_since = self._loop.time()
         self._body_received = 0
-        scope = RequestScope(method, self._target, RequestHeaders(self._headers), version)
+        scope = RequestScope(method, self._target, RequestHeaders(self._headers), version, self._peer)
         self._parsing = exchange
         if self._current is None:
             self._begin(scope, exchange)

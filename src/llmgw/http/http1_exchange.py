@@ -69,11 +69,15 @@ class RequestHeaders:
 class RequestScope:
     """Method, target and headers of one request."""
 
-    __slots__ = ("headers", "http_version", "method", "path", "query_string")
+    __slots__ = ("client", "headers", "http_version", "method", "path", "query_string")
 
     proto = "http"
 
-    def __init__(self, method: str, target: bytes, headers: RequestHeaders, http_version: str) -> None:
+    def __init__(
+        self, method: str, target: bytes, headers: RequestHeaders, http_version: str, client: str = ""
+    ) -> None:
+        self.client = client
+        """The peer's IP address (not part of the `Scope` protocol: read it with getattr)."""
         self.method = method
         raw_path, _, query = target.partition(b"?")
         path = raw_path.decode("latin-1")

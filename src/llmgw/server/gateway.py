@@ -20,6 +20,7 @@ from llmgw.config import Settings
 from llmgw.config.router import Cors
 from llmgw.guard import Guardrails, PolicySet
 from llmgw.guard.counts import GuardCollector
+from llmgw.http.rsgi import App
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -76,6 +77,7 @@ class Gateway:
         auth: AuthGate | None = None,
         admin_api: AdminRoutes | None = None,
         debug: AdminRoutes | None = None,
+        mounts: Sequence[tuple[str, App]] = (),
     ) -> None:
         router = settings.router
         self.settings = settings
@@ -186,6 +188,7 @@ class Gateway:
             cors=_cors(router.cors),
             clock=clock,
             guard=self.guard,
+            mounts=mounts,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)

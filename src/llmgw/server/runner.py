@@ -32,6 +32,8 @@ from llmgw.guard.attachments import GuardRoutes
 from llmgw.http.body_guard import BodyRules
 from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
+from llmgw.http.rsgi import App as RsgiApp
+from llmgw.identity import IdentityApp, build_identity, purge_loop
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
@@ -186,15 +188,27 @@ def _debug_routes(settings: Settings, token: str | None) -> DebugRoutes | None:
     return DebugRoutes(token)
 
 
+def _identity(settings: Settings, tenancy: Tenancy | None, config_dir: Path | None) -> IdentityApp | None:
+    """With auth on, the sign-in routes (/auth, and /signup when it is open)."""
+    if tenancy is None or not settings.auth.enabled:
+        return None
+    return build_identity(settings.auth, tenancy.store, config_dir=config_dir)
+
+
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
     token = _admin_token(settings, config_dir)
     async with _tenancy(settings, config_dir, token) as tenancy:
         api = tenancy.api if tenancy is not None else None
+        identity = _identity(settings, tenancy, config_dir)
+        mounts: list[tuple[str, RsgiApp]] = (
+            [(prefix, identity) for prefix in identity.prefixes] if identity is not None else []
+        )
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,
             admin_api=api,
             debug=_debug_routes(settings, token),
+            mounts=mounts,
         )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
@@ -206,6 +220,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         background = await gateway.background()
         if tenancy is not None:
             background.append(await _guard_attachments(settings, gateway, tenancy))
+        if identity is not None:
+            background.append(asyncio.create_task(purge_loop(identity), name="session-purge"))
         control = await start_control(
             settings, gateway, tenancy.store if tenancy is not None else None, config_dir
         )
@@ -224,3 +240,5 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
             await asyncio.gather(*background, return_exceptions=True)
             # Usage handed over by the last requests reaches the gate before it closes.
             gateway.close()
+            if identity is not None:
+                await identity.close()

@@ -43,6 +43,10 @@ class Scope:
     disabled: bool = False
     created_at: float = 0.0
     updated_at: float = 0.0
+    status: str = "active"
+    """A person's: active, pending (a signup waiting for approval) or rejected."""
+    idp_group: str | None = None
+    """A team's: the identity provider group whose members join it at sign-in."""
 
 
 @dataclass(frozen=True, slots=True)

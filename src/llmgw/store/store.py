@@ -15,6 +15,8 @@ from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
 from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
+from llmgw.store.people import PeopleRepo
+from llmgw.store.sessions import SessionRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
 
@@ -32,6 +34,8 @@ class Store:
         self.tenancy = TenancyRepo(engine)
         self.keys = KeyRepo(engine)
         self.guard = GuardRepo(engine)
+        self.people = PeopleRepo(engine)
+        self.sessions = SessionRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
 

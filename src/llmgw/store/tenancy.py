@@ -40,6 +40,7 @@ SETTABLE: frozenset[str] = frozenset(
         "gpu_quota",
         "email",
         "disabled",
+        "idp_group",
     }
 )
 
@@ -68,6 +69,8 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         gpu_quota=row.get("gpu_quota"),
         email=row.get("email"),
         disabled=bool(row.get("disabled", False)),
+        status=str(row.get("status") or "active"),
+        idp_group=row.get("idp_group"),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -94,6 +97,8 @@ def _values(scope: Scope) -> dict[str, Any]:
     else:
         values["max_key_ttl_s"] = scope.max_key_ttl_s
         values["gpu_quota"] = scope.gpu_quota
+    if scope.kind == "team":
+        values["idp_group"] = scope.idp_group
     return values
 
 
@@ -140,6 +145,9 @@ class TenancyRepo:
         if kind == "user":
             # A person owns no models: GPU quotas are per org, team and project.
             unknown |= set(changes) & {"gpu_quota"}
+        if kind != "team":
+            # Only a team gathers the members of an identity provider's group.
+            unknown |= set(changes) & {"idp_group"}
         if unknown:
             raise ValueError(f"cannot set {', '.join(sorted(unknown))} on a {kind}")
         values = dict(changes)
