@@ -35,7 +35,6 @@ INERT: Mapping[str, str] = {
     # Identity and sign-in.
     "auth.signup_open": "there is no sign-up page in this version; nobody can sign up",
     "auth.oidc": "single sign-on is not available in this version; nobody signs in with OIDC",
-    "auth.scim": "SCIM provisioning is not served by this version; no users are synced",
     # Web pages.
     "threads": "conversations and notes are not stored by this version",
     "landing": "there is no landing page or docs portal in this version; nothing shows this text",

@@ -34,7 +34,7 @@ from llmgw.http.http1_server import Http1Server
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
-from llmgw.server.gateway import Gateway
+from llmgw.server.gateway import Gateway, identity_mounts
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,9 @@ async def serve(
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
     async with _tenancy(settings, config_dir) as tenancy:
         api = tenancy.api if tenancy is not None else None
-        gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        gate = tenancy.gate if tenancy is not None else None
+        mounts = identity_mounts(settings, tenancy.store, gate) if tenancy is not None else []
+        gateway = Gateway(settings, auth=gate, admin_api=api, mounts=mounts)
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)

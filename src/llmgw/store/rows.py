@@ -43,6 +43,9 @@ class Scope:
     disabled: bool = False
     created_at: float = 0.0
     updated_at: float = 0.0
+    idp_group: str | None = None
+    """A team's identity-provider group: its members are the team's members too
+    (llmgw.store.people). Never set on another level."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
 from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
+from llmgw.store.people import PeopleRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
 
@@ -34,6 +35,7 @@ class Store:
         self.guard = GuardRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
+        self.people = PeopleRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

@@ -40,6 +40,7 @@ SETTABLE: frozenset[str] = frozenset(
         "gpu_quota",
         "email",
         "disabled",
+        "idp_group",
     }
 )
 
@@ -70,6 +71,7 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         disabled=bool(row.get("disabled", False)),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        idp_group=row.get("idp_group") if kind == "team" else None,
     )
 
 
@@ -94,6 +96,8 @@ def _values(scope: Scope) -> dict[str, Any]:
     else:
         values["max_key_ttl_s"] = scope.max_key_ttl_s
         values["gpu_quota"] = scope.gpu_quota
+    if scope.kind == "team":
+        values["idp_group"] = scope.idp_group
     return values
 
 
@@ -140,6 +144,8 @@ class TenancyRepo:
         if kind == "user":
             # A person owns no models: GPU quotas are per org, team and project.
             unknown |= set(changes) & {"gpu_quota"}
+        if kind != "team":
+            unknown |= set(changes) & {"idp_group"}
         if unknown:
             raise ValueError(f"cannot set {', '.join(sorted(unknown))} on a {kind}")
         values = dict(changes)
@@ -147,6 +153,9 @@ class TenancyRepo:
             values["allowed_models"] = _models_text(values["allowed_models"])
         values["updated_at"] = now
         table = TABLES[kind]
+        if kind == "user":
+            # SCIM's ETag: a provider's next write sees this one.
+            values["version"] = table.c.version + 1
         async with transaction(self._engine) as conn:
             result = await conn.execute(table.update().where(table.c.id == scope_id).values(**values))
             if result.rowcount == 0:
