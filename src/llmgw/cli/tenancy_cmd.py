@@ -72,6 +72,10 @@ _BAND = typer.Option(None, "--band", help="Admission band of its keys.")
 _TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 30d or 720h.")
 _GPU_QUOTA_HELP = "Devices (cards or MIG instances) the models it owns may hold together."
 _CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
+_IDP_GROUP_HELP = (
+    "The identity provider's group (its SCIM displayName, or a name in the sign-in groups claim) "
+    "whose members are this team's members; --clear idp_group stops following it."
+)
 
 
 def _no_quota_for_people(kind: str, gpu_quota: int | None) -> None:
@@ -84,6 +88,8 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     plural = f"{kind}s"
     app = AdminTyper(help=f"Create, list, change and delete {plural}.", no_args_is_help=True)
     columns = ("id", *((parent,) if parent else ()), *_SCOPE_COLUMNS[1:])
+    if kind == "team":
+        columns = (*columns, "idp_group")
     if kind == "user":
         columns = (
             "id",
@@ -105,6 +111,16 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     )
     email_option = typer.Option(None, "--email", help="The person's address.", hidden=not person)
     quota_option = typer.Option(None, "--gpu-quota", min=0, help=_GPU_QUOTA_HELP, hidden=person)
+    team = kind == "team"
+    group_option = typer.Option(None, "--idp-group", help=_IDP_GROUP_HELP, hidden=not team)
+
+    def group_only_on_teams(idp_group: str | None) -> None:
+        if idp_group is not None and not team:
+            raise fail(
+                ValueError(
+                    f"only teams follow an identity-provider group: leave out --idp-group for {plural}"
+                )
+            )
 
     def no_parent(parent_id: str | None) -> None:
         if parent is None and parent_id is not None:
@@ -124,10 +140,12 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
         gpu_quota: int | None = quota_option,
+        idp_group: str | None = group_option,
         as_json: bool = _JSON,
     ) -> None:
         """Creates it; settings not given are inherited from above, or the defaults."""
         _no_quota_for_people(kind, gpu_quota)
+        group_only_on_teams(idp_group)
         no_parent(parent_id)
         if email is not None and not person:
             raise fail(ValueError(f"only users have an address: leave out --email for {plural}"))
@@ -139,6 +157,8 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
             body[parent] = parent_id
         if email is not None:
             body["email"] = email
+        if idp_group is not None:
+            body["idp_group"] = idp_group
         show([call(ctx, "POST", plural, body)], columns, as_json=as_json)
 
     @app.command("list")
@@ -178,13 +198,17 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         band: str | None = _BAND,
         max_key_ttl: str | None = _TTL,
         gpu_quota: int | None = quota_option,
+        idp_group: str | None = group_option,
         clear: list[str] = _CLEAR,
         as_json: bool = _JSON,
     ) -> None:
         """Changes settings; those not given stay, those named by --clear are inherited again
         (a cleared gpu_quota is no quota)."""
         _no_quota_for_people(kind, gpu_quota)
+        group_only_on_teams(idp_group)
         body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
+        if idp_group is not None:
+            body["idp_group"] = idp_group
         body.update(dict.fromkeys(clear))
         if not body:
             raise fail(ValueError("nothing to change: give a setting, or --clear one"))
