@@ -107,7 +107,9 @@ def group_from_json(data: Any, ident: str, current: IdpGroup | None = None) -> I
     name = _text(attrs, "displayName")
     if not name:
         raise invalid_value("displayName is required: the group's name, which teams name in idp_group")
-    members = attrs.get("members") or []
+    members = attrs.get("members")
+    if members is None:
+        members = []
     if not isinstance(members, list):
         raise invalid_value('members must be a list of {"value": "<user id>"}')
     ids: list[str] = []
