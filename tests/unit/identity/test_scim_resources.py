@@ -96,11 +96,12 @@ def test_groups_map_members_both_ways() -> None:
     rendered = group_json(group, BASE)
     assert [m["value"] for m in rendered["members"]] == ["a", "b"]
     assert "members" not in group_json(group, BASE, with_members=False)
-    for bad in (
+    bodies: list[dict[str, Any]] = [
         {"members": []},
         {"displayName": "x", "members": [{"display": "a"}]},
         {"displayName": "x", "members": {}},
-    ):
+    ]
+    for bad in bodies:
         with pytest.raises(ScimError):
             group_from_json(bad, "g")
 
