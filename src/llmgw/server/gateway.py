@@ -45,7 +45,7 @@ from llmgw.router.targets import TargetResolver
 from llmgw.router.usage import Finished, UsageSink
 from llmgw.server.admin import AdminApp, AdminRoutes
 from llmgw.server.endpoints_static import static_specs
-from llmgw.store import Store
+from llmgw.store import Scope, Store
 from llmgw.upstream import UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
 
@@ -266,15 +266,18 @@ def identity_mounts(settings: Settings, store: Store, auth: AuthGate | None) -> 
             log.warning("auth.scim is enabled but auth.enabled is off: SCIM is not served")
         return []
 
-    async def person_changed(user_id: str) -> None:
-        # This gateway stops (or starts) honouring the person's keys now; the others
-        # read the change within auth.cache_ttl.
-        if auth is not None:
+    async def person_changed(user_id: str, known: Scope | None) -> None:
+        # This gateway honours or refuses the person's keys now; the others read the
+        # change within auth.cache_ttl.
+        if auth is None:
+            return
+        person = known
+        if person is None:
             try:
                 person = await store.tenancy.get("user", user_id)
             except StoreMissing:
                 return
-            auth.directory.apply((person,), (), time.time())
+        auth.directory.apply((person,), (), time.time())
 
     app = ScimApp(store.people, read_token(scim.token_file), on_person=person_changed)
     log.info("SCIM provisioning served at %s", SCIM_PREFIX)

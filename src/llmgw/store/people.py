@@ -19,17 +19,20 @@ write that names the version it read fails with `StoreStale` if another came fir
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 import uuid
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from llmgw.errors import StoreMissing, StoreStale
+from llmgw.errors import StoreConflict, StoreError, StoreMissing, StoreStale
 from llmgw.store import schema
-from llmgw.store.engine import transaction
+from llmgw.store.engine import SqliteWorker, transaction
+from llmgw.store.group_commit import GroupCommit
 
 DEPROVISIONED = "deprovisioned"
 """`users.status` of a person the identity provider deleted."""
@@ -114,8 +117,10 @@ def _person_values(person: Person, now: float) -> dict[str, object]:
 class PeopleRepo:
     """Provisioned people and groups, and the team memberships groups give."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sqlite: SqliteWorker | None = None) -> None:
         self._engine = engine
+        self._sqlite = sqlite
+        self._creates: GroupCommit[tuple[Person, float], Person] = GroupCommit(self._create_batch)
 
     # --- people --------------------------------------------------------------------
 
@@ -123,28 +128,24 @@ class PeopleRepo:
         """Inserts a person under `person.id`, or under a new id when that is empty or
         held by another present person; one deprovisioned under that id comes back
         instead (the same name, provisioned again). `StoreConflict` when the user name
-        or external id is held by a present person."""
+        (in any case) or the external id is held by a present person. Creates that
+        arrive together share a transaction (llmgw.store.group_commit)."""
+        return await self._creates.submit((person, now))
+
+    async def _create_batch(self, jobs: list[tuple[Person, float]]) -> list[Person | StoreError]:
+        # On a SQLite file the whole batch is one call on the store's writer thread: one
+        # hop there and back rather than one a statement, which under load cost more
+        # than the statements.
+        if self._sqlite is not None:
+            return await self._sqlite.transaction(functools.partial(_create_all_sqlite, jobs))
+        outcomes: list[Person | StoreError] = []
         async with transaction(self._engine) as conn:
-            ident = person.id
-            old = None
-            if ident:
-                query = sa.select(_users.c.status).where(_users.c.id == ident)
-                old = (await conn.execute(query)).scalars().first()
-            if not ident or (old is not None and old != DEPROVISIONED):
-                ident, old = f"u-{uuid.uuid4().hex[:16]}", None
-            if old is None:
-                await conn.execute(
-                    _users.insert().values(
-                        id=ident, created_at=now, status="active", version=1, **_person_values(person, now)
-                    )
-                )
-            else:
-                await conn.execute(
-                    _users.update()
-                    .where(_users.c.id == ident)
-                    .values(status="active", version=_users.c.version + 1, **_person_values(person, now))
-                )
-            return await self._person(conn, ident)
+            for job in jobs:
+                try:
+                    outcomes.append(await _create(conn, job))
+                except StoreConflict as exc:
+                    outcomes.append(exc)
+        return outcomes
 
     async def person(self, user_id: str) -> Person:
         async with transaction(self._engine) as conn:
@@ -169,19 +170,21 @@ class PeopleRepo:
                 where.append(sa.func.lower(name) == value.lower())
             else:
                 where.append((_users.c.id if attribute == "id" else _users.c.external_id) == value)
+        # The total rides along with the page (a window count), so the usual asking, a
+        # look-up before a create, is one statement; only a page past the end counts apart.
+        total_column = sa.func.count().over().label("total_matching")
+        query = (
+            sa.select(_users, total_column).where(*where).order_by(_users.c.id).offset(offset).limit(limit)
+        )
         async with transaction(self._engine) as conn:
-            total = (
-                await conn.execute(sa.select(sa.func.count()).select_from(_users).where(*where))
-            ).scalar_one()
-            rows = (
-                (
-                    await conn.execute(
-                        _users.select().where(*where).order_by(_users.c.id).offset(offset).limit(limit)
-                    )
-                )
-                .mappings()
-                .all()
-            )
+            rows = (await conn.execute(query)).mappings().all() if limit > 0 else []
+            if rows:
+                total = rows[0]["total_matching"]
+            elif offset > 0 or limit == 0:
+                count = sa.select(sa.func.count()).select_from(_users).where(*where)
+                total = (await conn.execute(count)).scalar_one()
+            else:
+                total = 0
         return int(total), [_person(row) for row in rows]
 
     async def save_person(self, person: Person, expected_version: int | None, now: float) -> Person:
@@ -441,3 +444,86 @@ async def _sync_team(conn: AsyncConnection, team_id: str, now: float) -> None:
                 for user_id in new
             ],
         )
+
+
+def _new_id(person: Person, holder_status: str | None) -> str:
+    """`person.id` when free or a deprovisioned person's, else a new one."""
+    if person.id and (holder_status is None or holder_status == DEPROVISIONED):
+        return person.id
+    return f"u-{uuid.uuid4().hex[:16]}"
+
+
+async def _create(conn: AsyncConnection, job: tuple[Person, float]) -> Person:
+    person, now = job
+    # One read answers both questions (is the name taken; is the id free or a
+    # deprovisioned person's), and the row written is known without reading it back.
+    taken = sa.func.lower(sa.func.coalesce(_users.c.user_name, _users.c.id)) == person.user_name.lower()
+    if person.external_id is not None:
+        taken = sa.or_(taken, _users.c.external_id == person.external_id)
+    query = sa.select(
+        _users.c.id,
+        _users.c.status,
+        _users.c.version,
+        _users.c.created_at,
+        sa.and_(taken, _present).label("taken"),
+    )
+    rows = (await conn.execute(query.where(sa.or_(taken, _users.c.id == person.id)))).all()
+    if any(row.taken for row in rows):
+        raise StoreConflict(f"user name {person.user_name!r} or external id {person.external_id!r} is taken")
+    old = next((row for row in rows if row.id == person.id), None)
+    ident = _new_id(person, old.status if old is not None else None)
+    values = _person_values(person, now)
+    if ident != person.id or old is None:
+        await conn.execute(
+            _users.insert().values(id=ident, created_at=now, status="active", version=1, **values)
+        )
+        return replace(person, id=ident, version=1, created_at=now, updated_at=now)
+    version = old.version + 1
+    await conn.execute(
+        _users.update().where(_users.c.id == ident).values(status="active", version=version, **values)
+    )
+    return replace(person, id=ident, version=version, created_at=old.created_at, updated_at=now)
+
+
+_FIND_SQLITE = (
+    "SELECT id, status, version, created_at, "
+    "(lower(coalesce(user_name, id)) = ? OR external_id = ?) AND status != ? "
+    "FROM users WHERE lower(coalesce(user_name, id)) = ? OR external_id = ? OR id = ?"
+)
+_INSERT_SQLITE = (
+    "INSERT INTO users (id, user_name, email, name, external_id, disabled, status, version, "
+    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'active', 1, ?, ?)"
+)
+_REVIVE_SQLITE = (
+    "UPDATE users SET user_name = ?, email = ?, name = ?, external_id = ?, disabled = ?, status = 'active', "
+    "version = ?, updated_at = ? WHERE id = ?"
+)
+
+
+def _create_all_sqlite(
+    jobs: list[tuple[Person, float]], conn: sqlite3.Connection
+) -> list[Person | StoreError]:
+    """`_create` for each job, in sqlite3's own statements on the writer's thread."""
+    outcomes: list[Person | StoreError] = []
+    for person, now in jobs:
+        name = person.user_name.lower()
+        rows = conn.execute(
+            _FIND_SQLITE, (name, person.external_id, DEPROVISIONED, name, person.external_id, person.id)
+        ).fetchall()
+        if any(row[4] for row in rows):
+            outcomes.append(
+                StoreConflict(
+                    f"user name {person.user_name!r} or external id {person.external_id!r} is taken"
+                )
+            )
+            continue
+        old = next((row for row in rows if row[0] == person.id), None)
+        ident = _new_id(person, old[1] if old is not None else None)
+        details = (person.user_name, person.email, person.name, person.external_id, not person.active)
+        if ident != person.id or old is None:
+            conn.execute(_INSERT_SQLITE, (ident, *details, now, now))
+            outcomes.append(replace(person, id=ident, version=1, created_at=now, updated_at=now))
+        else:
+            conn.execute(_REVIVE_SQLITE, (*details, old[2] + 1, now, ident))
+            outcomes.append(replace(person, id=ident, version=old[2] + 1, created_at=old[3], updated_at=now))
+    return outcomes

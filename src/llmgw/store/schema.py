@@ -90,6 +90,9 @@ users = sa.Table(
     sa.Index("ix_users_external_id", "external_id", unique=True),
     sa.Index("ix_users_email", "email"),
     sa.Index("ix_users_user_name", "user_name", unique=True),
+    # SCIM's `userName eq` is case-insensitive, and a provider asks it before every
+    # create: without this each asking reads every person.
+    sa.Index("ix_users_login", sa.func.lower(sa.func.coalesce(sa.column("user_name"), sa.column("id")))),
 )
 
 team_memberships = sa.Table(

@@ -35,7 +35,7 @@ class Store:
         self.guard = GuardRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
-        self.people = PeopleRepo(engine)
+        self.people = PeopleRepo(engine, self._sqlite)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

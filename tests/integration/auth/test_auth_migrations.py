@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from llmgw.store import Scope, Store, migrate, schema
+from llmgw.store import Scope, Store, migrate
 from llmgw.store.engine import create_engine
 from llmgw.store.lease import LeaseTable
+from support.schema import schema_differences
 
 T = 1_800_000_123.0  # a time inside a five-minute bucket that starts at 1_800_000_000
 
@@ -200,7 +200,7 @@ def test_every_earlier_version_has_seed_data() -> None:
 
 
 def _schema_differences(connection: sa.Connection) -> list[object]:
-    return list(compare_metadata(MigrationContext.configure(connection), schema.metadata))
+    return schema_differences(connection)
 
 
 @pytest.mark.parametrize("version", list(SEEDS))

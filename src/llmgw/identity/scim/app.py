@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -28,8 +28,9 @@ from llmgw.identity.scim import discovery
 from llmgw.identity.scim.errors import CONTENT_TYPE, ScimError, error_body
 from llmgw.identity.scim.groups import GroupsRoutes
 from llmgw.identity.scim.request import Request
-from llmgw.identity.scim.users import UsersRoutes
+from llmgw.identity.scim.users import PersonChanged, UsersRoutes
 from llmgw.store.people import PeopleRepo
+from llmgw.store.rows import Scope as PersonRow
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
-async def _nothing(_user_id: str) -> None:
+async def _nothing(_user_id: str, _known: PersonRow | None) -> None:
     return None
 
 
@@ -52,10 +53,10 @@ class ScimApp:
         token: str,
         *,
         clock: Callable[[], float] = time.time,
-        on_person: Callable[[str], Awaitable[None]] = _nothing,
+        on_person: PersonChanged = _nothing,
     ) -> None:
-        """`on_person` is told the id of a person whose standing changed (made, made
-        inactive, deprovisioned), so this gateway stops honouring their keys at once."""
+        """`on_person` is told of a person whose standing changed (made, made inactive,
+        deprovisioned), so this gateway honours or refuses their keys at once."""
         self._token = token.encode()
         self._users = UsersRoutes(people, clock, on_person)
         self._groups = GroupsRoutes(people, clock)

@@ -20,8 +20,13 @@ from llmgw.identity.scim.patch import apply_patch
 from llmgw.identity.scim.request import Request
 from llmgw.identity.scim.resources import etag, person_from_json, user_json
 from llmgw.store.people import PeopleRepo, Person, PersonAttribute
+from llmgw.store.rows import Scope
 
 Answer = tuple[int, Any, list[tuple[str, str]]]
+PersonChanged = Callable[[str, Scope | None], Awaitable[None]]
+"""Told the id of a person whose standing changed (made, made inactive or active again,
+deprovisioned), with their row as the gateway's directory holds it when that is known
+without reading it (a person just made), else None."""
 FILTERABLE: dict[str, PersonAttribute] = {"username": "userName", "externalid": "externalId", "id": "id"}
 # Writes without If-Match read, change and write back under the version read; another
 # write in between makes it read again, this many times at most.
@@ -29,9 +34,7 @@ _RETRIES = 3
 
 
 class UsersRoutes:
-    def __init__(
-        self, people: PeopleRepo, clock: Callable[[], float], on_person: Callable[[str], Awaitable[None]]
-    ) -> None:
+    def __init__(self, people: PeopleRepo, clock: Callable[[], float], on_person: PersonChanged) -> None:
         self._people = people
         self._clock = clock
         self._on_person = on_person
@@ -64,7 +67,7 @@ class UsersRoutes:
             )
         if method == "DELETE":
             await self._people.deprovision_person(user_id, request.expected_version(), self._clock())
-            await self._on_person(user_id)
+            await self._on_person(user_id, None)
             return 204, None, []
         raise ScimError(405, f"{method} /Users/{user_id} is not served: use GET, PUT, PATCH or DELETE")
 
@@ -83,7 +86,6 @@ class UsersRoutes:
 
     async def _create(self, request: Request) -> Answer:
         person = person_from_json(request.json())
-        await self._check_name_free(person)
         try:
             made = await self._people.create_person(person, self._clock())
         except StoreConflict:
@@ -92,7 +94,8 @@ class UsersRoutes:
                 f"userName {person.user_name!r} or externalId {person.external_id!r} is taken",
                 "uniqueness",
             ) from None
-        await self._on_person(made.id)
+        # So a key made for them at once through this server's admin API works at once.
+        await self._on_person(made.id, _new_scope(made) if made.version == 1 else None)
         return self._answer(201, made, request)
 
     async def _write(self, request: Request, user_id: str, change: Callable[[Person], Person]) -> Answer:
@@ -119,7 +122,7 @@ class UsersRoutes:
                     "uniqueness",
                 ) from None
             if saved.active != current.active or not saved.active:
-                await self._on_person(user_id)
+                await self._on_person(user_id, None)
             return self._answer(200, saved, request)
         raise ScimError(409, f"User {user_id} kept changing under this write: send it again")
 
@@ -131,3 +134,16 @@ class UsersRoutes:
 
     def _answer(self, status: int, person: Person, request: Request) -> Answer:
         return status, user_json(person, request.base_url), [("etag", etag(person.version))]
+
+
+def _new_scope(person: Person) -> Scope:
+    """A person just made, as the directory holds people: nothing of their own set yet
+    (their limits, budget and models are inherited), so no read is needed to know it."""
+    return Scope(
+        kind="user",
+        id=person.id,
+        email=person.email,
+        disabled=not person.active,
+        created_at=person.created_at,
+        updated_at=person.updated_at,
+    )
