@@ -10,17 +10,20 @@ gateway's cache_ttl); the person's usage records stay; a team that names the gro
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from llmgw.testing.server import GatewayProcess, running_gateway
+from llmgw.testing.server import GatewayProcess, running_gateway, start_gateway
 from llmgw.testing.sim import SimEngineProcess
 from support.sims import endpoint, sim
 
@@ -38,8 +41,9 @@ POLL_S = 20.0
 
 
 class Deployment:
-    def __init__(self, gateway: GatewayProcess) -> None:
+    def __init__(self, gateway: GatewayProcess, store: Path) -> None:
         self.gateway = gateway
+        self.store = store
         self.admin_token = gateway.admin_token()
         self.client = httpx.Client(timeout=10)
 
@@ -97,6 +101,21 @@ class Deployment:
                 return answer
             time.sleep(0.05)
 
+    def add_browser_session(self, user_id: str) -> None:
+        """A signed-in browser, as the sign-in pages leave one in the store."""
+        now = time.time()
+        with contextlib.closing(sqlite3.connect(self.store, timeout=30)) as db, db:
+            db.execute(
+                "INSERT INTO browser_sessions (id_hash, user_id, csrf_token, created_at, last_seen_at, "
+                "expires_at) VALUES (?, ?, 'csrf', ?, ?, ?)",
+                (uuid.uuid4().hex, user_id, now, now, now + 3600),
+            )
+
+    def browser_sessions(self, user_id: str) -> int:
+        with contextlib.closing(sqlite3.connect(self.store, timeout=30)) as db:
+            query = "SELECT count(*) FROM browser_sessions WHERE user_id = ?"
+            return int(db.execute(query, (user_id,)).fetchone()[0])
+
     def usage_records(self, key_id: str) -> list[dict[str, Any]]:
         deadline = time.monotonic() + POLL_S
         while True:
@@ -133,7 +152,7 @@ def deployment(engine: SimEngineProcess, tmp_path_factory: pytest.TempPathFactor
         "endpoints": [endpoint("sim-1", engine, "chat-a")],
     }
     with running_gateway(config) as gateway:
-        deployment = Deployment(gateway)
+        deployment = Deployment(gateway, where / "llmgw.db")
         try:
             yield deployment
         finally:
@@ -205,6 +224,7 @@ def test_entra_id_provisioning_sequence(deployment: Deployment) -> None:
             {
                 "schemas": [PATCH],
                 "Operations": [
+                    {"op": "Replace", "path": "userName", "value": "ada.king@contoso.com"},
                     {"op": "Replace", "path": "name.formatted", "value": "Ada King"},
                     {"op": "Add", "path": 'emails[type eq "work"].value', "value": "ada.king@contoso.com"},
                     {"op": "Replace", "path": "displayName", "value": "Ada King"},
@@ -215,6 +235,10 @@ def test_entra_id_provisioning_sequence(deployment: Deployment) -> None:
     assert changed["displayName"] == "Ada King"
     assert changed["emails"][0]["value"] == "ada.king@contoso.com"
     assert changed["meta"]["version"] == 'W/"2"'
+    # A renamed user principal name: the user name follows, the llmgw id stays.
+    assert (changed["id"], changed["userName"]) == (user_id, "ada.king@contoso.com")
+    renamed = _ok(deployment.scim("GET", '/Users?filter=userName eq "ada.king@contoso.com"'))
+    assert [u["id"] for u in renamed["Resources"]] == [user_id]
 
     key_id, key = deployment.personal_key(user_id)
     assert deployment.chat(key).status_code == 200
@@ -248,8 +272,11 @@ def test_entra_id_provisioning_sequence(deployment: Deployment) -> None:
     _ok(deployment.scim("PATCH", f"/Groups/{group['id']}", add))
     assert deployment.team_members("research") == {user_id: "scim"}
 
+    deployment.add_browser_session(user_id)
+    assert deployment.browser_sessions(user_id) == 1
     disable = {"schemas": [PATCH], "Operations": [{"op": "Replace", "path": "active", "value": "False"}]}
     assert _ok(deployment.scim("PATCH", f"/Users/{user_id}", disable))["active"] is False
+    assert deployment.browser_sessions(user_id) == 0
     refused = deployment.refused_within_poll(key)
     assert refused.status_code == 401, refused.text
     assert refused.json()["error"]["code"] == "invalid_api_key"
@@ -424,3 +451,18 @@ def test_pagination_and_discovery(deployment: Deployment) -> None:
     schemas = _ok(deployment.scim("GET", "/Schemas"))
     assert {s["id"] for s in schemas["Resources"]} == {USER, GROUP}
     assert _ok(deployment.scim("GET", f"/Schemas/{USER}"))["name"] == "User"
+
+
+def test_a_token_that_cannot_be_read_stops_the_start_naming_the_setting(tmp_path: Path) -> None:
+    config = {
+        "auth": {
+            "enabled": True,
+            "store": str(tmp_path / "llmgw.db"),
+            "scim": {"enabled": True, "token_file": str(tmp_path / "absent-token")},
+        },
+        "endpoints": [{"id": "none", "url": "http://127.0.0.1:9", "models": ["unused"], "engine": "sim"}],
+    }
+    with pytest.raises(RuntimeError) as failed:
+        start_gateway(config)
+    assert "auth.scim.token_file" in str(failed.value)
+    assert "Traceback" not in str(failed.value)
