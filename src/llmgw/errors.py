@@ -23,6 +23,7 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
         StoreUnavailable   it could not be reached, or did not answer in time
         StoreConflict      a row with that identity exists already, or still has dependents
         StoreMissing       no row with that identity
+        StoreStale         the row changed since the caller read it (a SCIM If-Match)
       ApiError             a refusal sent to an API client; its class carries the HTTP
                            status and OpenAI's error type, so the status is chosen by
                            type in one place (http/responses.py), never by reading text
@@ -240,6 +241,10 @@ class StoreConflict(StoreError):
 
 class StoreMissing(StoreError):
     """No row with that identity."""
+
+
+class StoreStale(StoreError):
+    """The row changed since the caller read it (its version is not the one expected)."""
 
 
 class LimitRefusal(RateLimited):

@@ -4,6 +4,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     GET|POST          /api/orgs | teams | projects | users      (?org= ?team= filter)
     GET|PATCH|DELETE  /api/<kind>/<id>
     POST              /api/users/<id>/approve | reject   a signup let in or turned away
+    GET               /api/teams/<id>/members   who is in a team, and what put them there
+                                                (manual, oidc or scim: a team's idp_group)
     GET|POST          /api/memberships          DELETE /api/memberships/<user>/<project>
     GET|POST          /api/keys                 GET|DELETE /api/keys/<id> (DELETE revokes)
     PUT               /api/keys/<id>/limits     {rpm, tpm}

@@ -33,6 +33,7 @@ _CREATE_BODY: dict[ScopeKind, type[m.ScopeFields]] = {
     "project": m.ProjectBody,
     "user": m.UserBody,
 }
+_PATCH_BODY: dict[ScopeKind, type[m.ScopeFields]] = {"user": m.UserPatch, "team": m.TeamPatch}
 _MAX_RECORDS = 1000
 
 
@@ -112,23 +113,29 @@ class Handlers:
                     **{k: v for k, v in changes.items() if k not in ("email", "disabled")},
                 )
                 await tenancy.create(scope)
+                if scope.idp_group is not None:
+                    await self._store.provisioning.sync_team(scope.id, now)
                 self._refresh_gate(scope)
                 return 201, m.scope_json(scope)
             raise MethodNotAllowed(f"/api/{kind}s takes GET or POST")
         scope_id = rest[0]
         if kind == "user" and len(rest) == 2:
             return await self._decide_signup(method, scope_id, rest[1])
+        if kind == "team" and rest[1:] == ["members"] and method == "GET":
+            found = await self._store.provisioning.team_members(scope_id)
+            return 200, {"data": [m.team_member_json(x) for x in found]}
         if method == "GET":
             return 200, m.scope_json(await tenancy.get(kind, scope_id))
         if method == "PATCH":
             # A person owns no models, so has no GPU quota: its patch refuses the field.
-            patch_types: dict[str, type[m.ScopeFields]] = {"user": m.UserPatch, "team": m.TeamPatch}
-            patch_type = patch_types.get(kind, m.TenancyFields)
+            patch_type = _PATCH_BODY.get(kind, m.TenancyFields)
             patch = patch_type.model_validate(body)
             self._check_band(patch.band)
-            scope = await tenancy.update(
-                kind, scope_id, m.store_changes(patch, given=set(patch.model_fields_set)), self._clock()
-            )
+            now = self._clock()
+            changes = m.store_changes(patch, given=set(patch.model_fields_set))
+            scope = await tenancy.update(kind, scope_id, changes, now)
+            if "idp_group" in changes:
+                await self._store.provisioning.sync_team(scope_id, now)
             self._refresh_gate(scope)
             if kind == "user" and scope.disabled:
                 # Disabling a person signs them out everywhere: their sessions are refused

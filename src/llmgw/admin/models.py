@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from llmgw.config.auth import MICROS_PER_UNIT, Budget
 from llmgw.config.values import PositiveDuration as Duration
 from llmgw.core.durations import format_duration
+from llmgw.store.provisioning import TeamMember
 from llmgw.store.rows import KeyRow, Membership, Scope
 
 Ident = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")]
@@ -23,6 +24,7 @@ MAX_LIMIT = 10**12
 """The largest rate limit or quota taken: more than any real one, and well within what
 the store's integer columns hold."""
 Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT)]
+GroupName = Annotated[str, StringConstraints(min_length=1, max_length=256, strip_whitespace=True)]
 
 
 class Body(BaseModel):
@@ -52,16 +54,18 @@ class OrgBody(TenancyFields):
     id: Ident
 
 
-class TeamPatch(TenancyFields):
-    """A team's own: the identity provider group whose members join it at sign-in (the
-    OIDC groups claim); None clears it."""
-
-    idp_group: str | None = Field(default=None, min_length=1, max_length=256)
-
-
-class TeamBody(TeamPatch):
+class TeamBody(TenancyFields):
     id: Ident
     org: Ident
+    idp_group: GroupName | None = None
+    """The identity provider's group whose members are this team's (SCIM, sign-in)."""
+
+
+class TeamPatch(TenancyFields):
+    """A team's own: the identity provider group whose members join it (the OIDC groups
+    claim at sign-in, SCIM group pushes); None clears it."""
+
+    idp_group: GroupName | None = None
 
 
 class ProjectBody(TenancyFields):
@@ -142,6 +146,7 @@ def scope_json(scope: Scope) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": scope.kind, "id": scope.id}
     if scope.kind == "team":
         out["org"] = scope.parent
+        out["idp_group"] = scope.idp_group
     elif scope.kind == "project":
         out["team"] = scope.parent
     out.update(
@@ -159,8 +164,6 @@ def scope_json(scope: Scope) -> dict[str, Any]:
     else:
         out["max_key_ttl"] = _ttl_text(scope.max_key_ttl_s)
         out["gpu_quota"] = scope.gpu_quota
-    if scope.kind == "team":
-        out["idp_group"] = scope.idp_group
     return out
 
 
@@ -183,3 +186,7 @@ def key_json(key: KeyRow, now: float) -> dict[str, Any]:
 
 def membership_json(member: Membership) -> dict[str, Any]:
     return {"user": member.user_id, "project": member.project_id, "role": member.role}
+
+
+def team_member_json(member: TeamMember) -> dict[str, Any]:
+    return {"user": member.user_id, "team": member.team_id, "role": member.role, "source": member.source}

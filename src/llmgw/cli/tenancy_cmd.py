@@ -72,6 +72,10 @@ _BAND = typer.Option(None, "--band", help="Admission band of its keys.")
 _TTL = typer.Option(None, "--max-key-ttl", help="Longest lifetime of keys under it, like 30d or 720h.")
 _GPU_QUOTA_HELP = "Devices (cards or MIG instances) the models it owns may hold together."
 _CLEAR = typer.Option([], "--clear", help="A setting to clear back to inherited (repeatable).")
+_IDP_GROUP_HELP = (
+    "The identity provider's group (its SCIM displayName, or a name in the sign-in groups claim) "
+    "whose members are this team's members; --clear idp_group stops following it."
+)
 
 
 def _no_quota_for_people(kind: str, gpu_quota: int | None) -> None:
@@ -84,6 +88,8 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     plural = f"{kind}s"
     app = AdminTyper(help=f"Create, list, change and delete {plural}.", no_args_is_help=True)
     columns = ("id", *((parent,) if parent else ()), *_SCOPE_COLUMNS[1:])
+    if kind == "team":
+        columns = (*columns, "idp_group")
     if kind == "user":
         columns = (
             "id",
@@ -107,26 +113,15 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     email_option = typer.Option(None, "--email", help="The person's address.", hidden=not person)
     quota_option = typer.Option(None, "--gpu-quota", min=0, help=_GPU_QUOTA_HELP, hidden=person)
     team = kind == "team"
-    group_option = typer.Option(
-        None,
-        "--idp-group",
-        help="The identity provider group whose members join this team when they sign in "
-        "(the OIDC groups claim; an Entra ID group's object id).",
-        hidden=not team,
-    )
-    if team:
-        columns = (*columns, "idp_group")
+    group_option = typer.Option(None, "--idp-group", help=_IDP_GROUP_HELP, hidden=not team)
 
-    def group_only_for_teams(idp_group: str | None) -> dict[str, Any]:
-        if idp_group is None:
-            return {}
-        if not team:
+    def group_only_on_teams(idp_group: str | None) -> None:
+        if idp_group is not None and not team:
             raise fail(
                 ValueError(
-                    f"only teams gather an identity provider group: leave out --idp-group for {plural}"
+                    f"only teams follow an identity-provider group: leave out --idp-group for {plural}"
                 )
             )
-        return {"idp_group": idp_group}
 
     def no_parent(parent_id: str | None) -> None:
         if parent is None and parent_id is not None:
@@ -151,17 +146,20 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     ) -> None:
         """Creates it; settings not given are inherited from above, or the defaults."""
         _no_quota_for_people(kind, gpu_quota)
+        group_only_on_teams(idp_group)
         no_parent(parent_id)
         if email is not None and not person:
             raise fail(ValueError(f"only users have an address: leave out --email for {plural}"))
         fields = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
-        body: dict[str, Any] = {"id": ident, **fields, **group_only_for_teams(idp_group)}
+        body: dict[str, Any] = {"id": ident, **fields}
         if parent:
             if parent_id is None:
                 raise fail(ValueError(f"{plural} belong to {parent}s: give --{parent}"))
             body[parent] = parent_id
         if email is not None:
             body["email"] = email
+        if idp_group is not None:
+            body["idp_group"] = idp_group
         show([call(ctx, "POST", plural, body)], columns, as_json=as_json)
 
     @app.command("list")
@@ -208,8 +206,10 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
         """Changes settings; those not given stay, those named by --clear are inherited again
         (a cleared gpu_quota is no quota)."""
         _no_quota_for_people(kind, gpu_quota)
+        group_only_on_teams(idp_group)
         body: dict[str, Any] = _fields(rpm, tpm, budget, period, models, band, max_key_ttl, gpu_quota)
-        body.update(group_only_for_teams(idp_group))
+        if idp_group is not None:
+            body["idp_group"] = idp_group
         body.update(dict.fromkeys(clear))
         if not body:
             raise fail(ValueError("nothing to change: give a setting, or --clear one"))

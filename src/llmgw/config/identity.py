@@ -131,14 +131,15 @@ class SCIM(Strict):
     """Provisioning by the identity provider through SCIM 2.0 at /scim/v2: accounts made,
     changed and disabled as the provider's directory changes, rather than by hand.
 
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    Served on the client port (llmgw.identity.scim) while `auth.enabled` is on; docs/identity.md
+    shows Entra ID and Okta wired to it.
     """
 
     enabled: bool = False
     """Serves the SCIM endpoints to the provider."""
     token_file: SecretReference = ""
-    """The bearer token the provider presents: a file, env:VARIABLE or vault: reference."""
+    """The bearer token the provider presents: a file (its first line) or env:VARIABLE,
+    read once at start; at least 16 characters."""
 
     @model_validator(mode="after")
     def _token(self) -> SCIM:

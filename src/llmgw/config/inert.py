@@ -33,7 +33,6 @@ _FIREWALL = "firewall.enabled"
 
 INERT: Mapping[str, str] = {
     # Identity and sign-in.
-    "auth.scim": "SCIM provisioning is not served by this version; no users are synced",
     # Web pages.
     "threads": "conversations and notes are not stored by this version",
     "landing": "there is no landing page or docs portal in this version; nothing shows this text",

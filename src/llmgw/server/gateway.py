@@ -13,14 +13,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 
 from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.config.router import Cors
+from llmgw.errors import StoreMissing
 from llmgw.guard import Guardrails, PolicySet
 from llmgw.guard.counts import GuardCollector
 from llmgw.http.rsgi import App
+from llmgw.identity.scim import PREFIX as SCIM_PREFIX
+from llmgw.identity.scim import ScimApp, read_token
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -42,6 +46,7 @@ from llmgw.router.targets import TargetResolver
 from llmgw.router.usage import Finished, UsageSink
 from llmgw.server.admin import AdminApp, AdminRoutes
 from llmgw.server.endpoints_static import static_specs
+from llmgw.store import Scope, Store
 from llmgw.upstream import UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
 
@@ -79,6 +84,8 @@ class Gateway:
         debug: AdminRoutes | None = None,
         mounts: Sequence[tuple[str, App]] = (),
     ) -> None:
+        """`mounts` are applications answering under a path prefix on the client port
+        (SCIM at /scim/v2), built by the caller, which holds the store they need."""
         router = settings.router
         self.settings = settings
         self.clock = clock
@@ -250,3 +257,34 @@ def _objectives(catalog: Catalog) -> dict[str, Objective]:
         m.name: Objective(m.slo.ttft_p99.total_seconds(), m.slo.tpot_p99.total_seconds())
         for m in catalog.models()
     }
+
+
+def scim_mounts(
+    settings: Settings, store: Store, auth: AuthGate | None, config_dir: Path | None
+) -> list[tuple[str, App]]:
+    """The identity provider's provisioning on the client port: SCIM at /scim/v2 when
+    `auth.scim` is enabled (with auth on: people exist only in the auth store)."""
+    scim = settings.auth.scim
+    if not (settings.auth.enabled and scim.enabled):
+        if scim.enabled:
+            log.warning("auth.scim is enabled but auth.enabled is off: SCIM is not served")
+        return []
+
+    async def person_changed(user_id: str, known: Scope | None) -> None:
+        # This gateway honours or refuses the person's keys now; the others read the
+        # change within auth.cache_ttl.
+        if auth is None:
+            return
+        person = known
+        if person is None:
+            try:
+                person = await store.tenancy.get("user", user_id)
+            except StoreMissing:
+                return
+        auth.directory.apply((person,), (), time.time())
+
+    app = ScimApp(
+        store.provisioning, read_token(scim.token_file, base_dir=config_dir), on_person=person_changed
+    )
+    log.info("SCIM provisioning served at %s", SCIM_PREFIX)
+    return [(SCIM_PREFIX, app)]

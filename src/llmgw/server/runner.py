@@ -37,7 +37,7 @@ from llmgw.identity import IdentityApp, build_identity, purge_loop
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
-from llmgw.server.gateway import Gateway
+from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 
 log = logging.getLogger(__name__)
@@ -203,6 +203,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         mounts: list[tuple[str, RsgiApp]] = (
             [(prefix, identity) for prefix in identity.prefixes] if identity is not None else []
         )
+        if tenancy is not None:
+            mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir)
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,

@@ -44,9 +44,12 @@ class Scope:
     created_at: float = 0.0
     updated_at: float = 0.0
     status: str = "active"
-    """A person's: active, pending (a signup waiting for approval) or rejected."""
+    """A person's: active, pending (a signup waiting for approval), rejected, or
+    deprovisioned (deleted by the identity provider)."""
     idp_group: str | None = None
-    """A team's: the identity provider group whose members join it at sign-in."""
+    """A team's identity-provider group: its members are the team's members too, by
+    sign-in's groups claim (llmgw.store.people) and by SCIM (llmgw.store.provisioning).
+    Never set on another level."""
 
 
 @dataclass(frozen=True, slots=True)

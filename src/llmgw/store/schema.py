@@ -83,9 +83,16 @@ users = sa.Table(
     sa.Column("status", sa.Text, nullable=False, server_default="active"),
     sa.Column("signup_reason", sa.Text, nullable=True),
     sa.Column("version", sa.Integer, nullable=False, server_default="1"),
+    # Migration 0011: the provider's user name (SCIM `userName`), which may change while
+    # `id` stays; NULL reads as the id.
+    sa.Column("user_name", sa.Text, nullable=True),
     sa.Index("ix_users_subject", "subject", unique=True),
     sa.Index("ix_users_external_id", "external_id", unique=True),
     sa.Index("ix_users_email", "email"),
+    sa.Index("ix_users_user_name", "user_name", unique=True),
+    # SCIM's `userName eq` is case-insensitive, and a provider asks it before every
+    # create: without this each asking reads every person.
+    sa.Index("ix_users_login", sa.func.lower(sa.func.coalesce(sa.column("user_name"), sa.column("id")))),
 )
 
 team_memberships = sa.Table(

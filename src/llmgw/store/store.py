@@ -16,6 +16,7 @@ from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgre
 from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
 from llmgw.store.people import PeopleRepo
+from llmgw.store.provisioning import ProvisioningRepo
 from llmgw.store.sessions import SessionRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
@@ -38,6 +39,7 @@ class Store:
         self.sessions = SessionRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
+        self.provisioning = ProvisioningRepo(engine, self._sqlite)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

@@ -70,7 +70,7 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         email=row.get("email"),
         disabled=bool(row.get("disabled", False)),
         status=str(row.get("status") or "active"),
-        idp_group=row.get("idp_group"),
+        idp_group=row.get("idp_group") if kind == "team" else None,
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -155,6 +155,9 @@ class TenancyRepo:
             values["allowed_models"] = _models_text(values["allowed_models"])
         values["updated_at"] = now
         table = TABLES[kind]
+        if kind == "user":
+            # SCIM's ETag: a provider's next write sees this one.
+            values["version"] = table.c.version + 1
         async with transaction(self._engine) as conn:
             result = await conn.execute(table.update().where(table.c.id == scope_id).values(**values))
             if result.rowcount == 0:

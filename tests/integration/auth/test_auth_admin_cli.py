@@ -123,6 +123,14 @@ def test_tenancy_keys_limits_budgets_and_usage_from_the_command_line(admin: Admi
         "teams", "create", "t", "--org", "acme", "--email", "x@y", ok=False
     )
     assert "a person owns no models" in admin.cli("users", "set", "alice", "--gpu-quota", "1", ok=False)
+    assert "leave out --idp-group" in admin.cli("projects", "set", "ranker", "--idp-group", "G", ok=False)
+    # A team follows an identity provider's group; one team a group.
+    admin.cli("teams", "set", "search", "--idp-group", "Search Engineers")
+    assert '"idp_group": "Search Engineers"' in admin.cli("teams", "show", "search", "--json")
+    admin.cli("teams", "create", "other-team", "--org", "acme")
+    assert "409" in admin.cli("teams", "set", "other-team", "--idp-group", "Search Engineers", ok=False)
+    admin.cli("teams", "set", "search", "--clear", "idp_group")
+    assert '"idp_group": null' in admin.cli("teams", "show", "search", "--json")
     assert "400" in admin.cli("usage", "--by", "colour", ok=False)
 
 

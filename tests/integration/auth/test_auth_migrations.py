@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from llmgw.store import Scope, Store, migrate, schema
+from llmgw.store import Scope, Store, migrate
 from llmgw.store.engine import create_engine
 from llmgw.store.lease import LeaseTable
+from support.schema import schema_differences
 
 T = 1_800_000_123.0  # a time inside a five-minute bucket that starts at 1_800_000_000
 
@@ -168,6 +168,19 @@ async def seed_0009(conn: AsyncConnection) -> None:
     )
 
 
+async def seed_0010(conn: AsyncConnection) -> None:
+    """The 0009 rows and a person provisioned by SCIM (0011 adds their user name at the
+    provider, which starts empty and reads as their id)."""
+    await seed_0009(conn)
+    await conn.execute(
+        sa.text(
+            "INSERT INTO users (id, email, disabled, created_at, updated_at, name, external_id, "
+            "status, version) VALUES "
+            "('ada', 'ada@x.org', FALSE, 1800000000, 1800000000, 'Ada', 'e-ada', 'active', 3)"
+        )
+    )
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -178,6 +191,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0007": seed_0007,
     "0008": seed_0008,
     "0009": seed_0009,
+    "0010": seed_0010,
 }
 
 
@@ -186,7 +200,7 @@ def test_every_earlier_version_has_seed_data() -> None:
 
 
 def _schema_differences(connection: sa.Connection) -> list[object]:
-    return list(compare_metadata(MigrationContext.configure(connection), schema.metadata))
+    return schema_differences(connection)
 
 
 @pytest.mark.parametrize("version", list(SEEDS))
@@ -276,6 +290,9 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
             await store.tenancy.update("team", "t", {"gpu_quota": 4}, now=T)
             assert await store.tenancy.gpu_quotas() == {"team:t": 4}
             assert await store.tenancy.parents_of("project", ["p"]) == {"p": "t"}
+            if version >= "0010":
+                person = await store.provisioning.person("ada")
+                assert (person.user_name, person.external_id, person.version) == ("ada", "e-ada", 3)
         finally:
             await store.close()
 

@@ -11,22 +11,21 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from llmgw.control.decisions.demand import Asked
 from llmgw.control.tables.demand_table import DemandTable
 from llmgw.core.yamlio import dump_yaml
-from llmgw.store import Scope, Store, migrate, schema
+from llmgw.store import Scope, Store, migrate
 from llmgw.store.catalog_store import CatalogStore
 from llmgw.store.cluster_secret import stored_secret
 from llmgw.store.engine import create_engine
 from llmgw.store.lease import LeaseTable
 from support.control_store import SMALL, definition, settings
+from support.schema import schema_differences
 
 
 def _differences(connection: sa.Connection) -> list[object]:
-    return list(compare_metadata(MigrationContext.configure(connection), schema.metadata))
+    return schema_differences(connection)
 
 
 def _tables(connection: sa.Connection) -> set[str]:
