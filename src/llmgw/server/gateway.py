@@ -31,7 +31,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
-from llmgw.router.metrics import FlowCollector, GatewayMetrics, new_registry
+from llmgw.router.metrics import BEFORE_ROUTE, FlowCollector, GatewayMetrics, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
@@ -215,6 +215,11 @@ class Gateway:
         if self.auth is None:
             return
         self.auth.record_many(batch, time.time() - self.clock())
+
+    def refused_by_server(self, status: int, reason: str) -> None:
+        """Counts a request the client port's HTTP server answered in the application's
+        stead (llmgw.http.http1_server's `on_refused`)."""
+        self.metrics.refused(BEFORE_ROUTE, "", status, reason)
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""

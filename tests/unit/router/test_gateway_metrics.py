@@ -7,7 +7,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
-from llmgw.router.metrics import LATENCY_BUCKETS, GatewayMetrics, Histogram, new_registry
+from llmgw.router.metrics import LATENCY_BUCKETS, OTHER_ROUTE, GatewayMetrics, Histogram, new_registry
+from llmgw.router.request import Kind
 from llmgw.upstream import UpstreamClient
 
 
@@ -28,24 +29,35 @@ def exported(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], 
 
 def test_every_counter_is_exported_with_its_labels() -> None:
     m = GatewayMetrics()
-    m.answered("m", 200, 0.2)
-    m.answered("m", 200, 0.3)
-    m.answered("m", 502, 1.0)
+    m.answered(Kind.CHAT, "m", 200, 0.2)
+    m.answered(Kind.CHAT, "m", 200, 0.3)
+    m.answered(Kind.EMBEDDINGS, "m", 502, 1.0)
+    m.served("/v1/models", 200)
     m.first_token("m", 0.05)
     m.counted_tokens("m", 10, 3)
     m.retried("m")
     m.fell_back("m", "backup")
-    m.upstream_failed("a", "DialError")
+    m.upstream_failed("a", "dial")
     m.stream_interrupted("m")
     m.usage_dropped = 4
-    m.refused("", 404, "not_found")
-    m.refused("m", 503, "no_capacity")
-    m.refused("m", 503, "no_capacity")
+    m.refused(OTHER_ROUTE, "", 404, "not_found")
+    m.refused("/v1/chat/completions", "m", 503, "no_capacity")
+    m.refused("/v1/chat/completions", "m", 503, "no_capacity")
     out = exported(m)
-    assert out[("llmgw_requests_total", (("model", "m"), ("reason", ""), ("status", "200")))] == 2
-    assert out[("llmgw_requests_total", (("model", "m"), ("reason", ""), ("status", "502")))] == 1
-    assert out[("llmgw_requests_total", (("model", ""), ("reason", "not_found"), ("status", "404")))] == 1
-    assert out[("llmgw_requests_total", (("model", "m"), ("reason", "no_capacity"), ("status", "503")))] == 2
+
+    def requests(model: str, reason: str, route: tuple[str, str], status: str) -> float:
+        labels = (("model", model), ("reason", reason), route, ("status", status))
+        return out[("llmgw_requests_total", labels)]
+
+    chat = ("route", "/v1/chat/completions")
+    assert requests("m", "", chat, "200") == 2
+    embeddings = ("route", "/v1/embeddings")
+    assert requests("m", "", embeddings, "502") == 1
+    models = ("route", "/v1/models")
+    assert requests("", "", models, "200") == 1
+    other = ("route", "other")
+    assert requests("", "not_found", other, "404") == 1
+    assert requests("m", "no_capacity", chat, "503") == 2
     assert out[("llmgw_request_duration_seconds_count", (("model", "m"),))] == 3
     assert out[("llmgw_request_duration_seconds_sum", (("model", "m"),))] == 1.5
     assert out[("llmgw_time_to_first_token_seconds_count", (("model", "m"),))] == 1
@@ -53,7 +65,7 @@ def test_every_counter_is_exported_with_its_labels() -> None:
     assert out[("llmgw_tokens_total", (("kind", "completion"), ("model", "m")))] == 3
     assert out[("llmgw_retries_total", (("model", "m"),))] == 1
     assert out[("llmgw_fallbacks_total", (("fallback", "backup"), ("model", "m")))] == 1
-    assert out[("llmgw_upstream_failures_total", (("endpoint", "a"), ("reason", "DialError")))] == 1
+    assert out[("llmgw_upstream_failures_total", (("endpoint", "a"), ("reason", "dial")))] == 1
     assert out[("llmgw_stream_interruptions_total", (("model", "m"),))] == 1
     assert out[("llmgw_usage_queue_dropped_total", ())] == 4
     assert out[("llmgw_endpoint_breaker_open", (("endpoint", "a"),))] == 1.0
