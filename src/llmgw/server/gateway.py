@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from prometheus_client import ProcessCollector
+
 from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.config.router import Cors
 from llmgw.guard import Guardrails, PolicySet
 from llmgw.guard.counts import GuardCollector
+from llmgw.obs.build_info import BuildInfoCollector, build_info
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -85,6 +88,10 @@ class Gateway:
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
         self.endpoints.publish(static_specs(settings))
         self.registry = new_registry(self.metrics, self.endpoints, clock)
+        # The process's own figures (CPU, memory, open files), in this registry rather
+        # than prometheus_client's global one, which the gateway never exports.
+        ProcessCollector(registry=self.registry)
+        self.registry.register(BuildInfoCollector(build_info()))
         targets = ScoringTargets(
             target_waiting=router.scoring.target_waiting,
             target_inflight=router.scoring.target_inflight,
