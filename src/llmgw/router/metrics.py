@@ -93,6 +93,7 @@ class GatewayMetrics:
         self.refusals: dict[tuple[str, str, int, str], int] = {}
         self.latency: dict[str, Histogram] = {}
         self.ttft: dict[str, Histogram] = {}
+        self.tpot: dict[str, Histogram] = {}
         self.tokens: dict[tuple[str, str], int] = {}
         self.retries: dict[str, int] = {}
         self.fallbacks: dict[tuple[str, str], int] = {}
@@ -122,6 +123,14 @@ class GatewayMetrics:
         histogram = self.ttft.get(model)
         if histogram is None:
             histogram = self.ttft[model] = Histogram()
+        histogram.observe(seconds)
+
+    def per_output_token(self, model: str, seconds: float) -> None:
+        """A streamed answer's time per output token after the first (off the request
+        path: from the usage its replica reported)."""
+        histogram = self.tpot.get(model)
+        if histogram is None:
+            histogram = self.tpot[model] = Histogram()
         histogram.observe(seconds)
 
     def counted_tokens(self, model: str, prompt: int, completion: int) -> None:
@@ -197,6 +206,12 @@ class GatewayCollector(Collector):
             "llmgw_time_to_first_token_seconds",
             "Time from a streamed request's arrival to the first bytes of its answer.",
             m.ttft,
+        )
+        yield _histograms(
+            "llmgw_time_per_output_token_seconds",
+            "A streamed answer's time per output token after the first: from its first bytes to "
+            "its end, over its completion tokens less one (answers that reported their usage).",
+            m.tpot,
         )
         yield _counter(
             "llmgw_tokens",

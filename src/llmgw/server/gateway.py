@@ -206,8 +206,10 @@ class Gateway:
         self.slo.replace(_objectives(catalog))
 
     def _observe_latency(self, batch: Sequence[Finished]) -> None:
-        """Feeds the SLO tracker from finished requests (off the request path)."""
+        """Feeds the SLO tracker and the TPOT histogram from finished requests (off the
+        request path)."""
         observe = self.slo.observe
+        per_output_token = self.metrics.per_output_token
         for record, tokens in batch:
             if record.status != 200:
                 continue
@@ -215,6 +217,7 @@ class Gateway:
             tpot = None
             if record.first_byte is not None and tokens is not None and tokens.completion > 1:
                 tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
+                per_output_token(record.model, tpot)
             observe(record.model, record.finished, ttft, tpot)
 
     def _account(self, batch: Sequence[Finished]) -> None:
