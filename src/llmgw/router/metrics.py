@@ -24,6 +24,7 @@ from llmgw.router.request import Kind
 
 if TYPE_CHECKING:
     from llmgw.router.flow import FlowControl
+    from llmgw.router.slo import SloTracker
 
 MODEL_ROUTE = "/v1/models/{model}"
 """The route label of a request for one model's entry."""
@@ -330,6 +331,31 @@ class FlowCollector(Collector):
         for (model, band), histogram in counts.waited.items():
             waits.add_metric([model, band], histogram.cumulative(), histogram.total)
         yield waits
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class SloCollector(Collector):
+    """Each model's latency objective (`slo` in the catalog), for alerts that compare the
+    latency histograms with it."""
+
+    def __init__(self, slo: SloTracker) -> None:
+        self._slo = slo
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "llmgw_slo_objective_seconds",
+            "Each model's p99 latency objective (slo.ttft_p99, slo.tpot_p99), by measure (ttft, "
+            "tpot); a model without one has no series.",
+            labels=["model", "measure"],
+        )
+        for model, objective in self._slo.objectives.items():
+            if objective.ttft_p99 > 0:
+                family.add_metric([model, "ttft"], objective.ttft_p99)
+            if objective.tpot_p99 > 0:
+                family.add_metric([model, "tpot"], objective.tpot_p99)
+        yield family
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -34,7 +34,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
-from llmgw.router.metrics import BEFORE_ROUTE, FlowCollector, GatewayMetrics, new_registry
+from llmgw.router.metrics import BEFORE_ROUTE, FlowCollector, GatewayMetrics, SloCollector, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
@@ -118,6 +118,7 @@ class Gateway:
             clock=clock,
         )
         self.registry.register(FlowCollector(self.flow))
+        self.registry.register(SloCollector(self.slo))
         prefix = router.prefix
         tree = (
             PrefixTree(prefix.effective_max_nodes, _seconds(prefix.effective_ttl)) if prefix.enabled else None

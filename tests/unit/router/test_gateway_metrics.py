@@ -1,14 +1,23 @@
-"""The gateway's counters, exported through its own registry in Prometheus text."""
+"""The gateway's counters, exported through its own registry in Prometheus text; the
+models' latency objectives and the TPOT histogram."""
 
 from __future__ import annotations
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
-from llmgw.router.metrics import LATENCY_BUCKETS, OTHER_ROUTE, GatewayMetrics, Histogram, new_registry
+from llmgw.router.metrics import (
+    LATENCY_BUCKETS,
+    OTHER_ROUTE,
+    GatewayMetrics,
+    Histogram,
+    SloCollector,
+    new_registry,
+)
 from llmgw.router.request import Kind
+from llmgw.router.slo import Objective, SloTracker
 from llmgw.upstream import UpstreamClient
 
 
@@ -82,3 +91,34 @@ def test_histogram_buckets_are_cumulative_and_end_at_inf() -> None:
     assert buckets[repr(float(LATENCY_BUCKETS[-1]))] == 3
     assert buckets["+Inf"] == 4
     assert h.count == 4
+
+
+def test_each_models_objective_is_exported_by_measure() -> None:
+    slo = SloTracker(
+        {
+            "both": Objective(ttft_p99=2.0, tpot_p99=0.1),
+            "ttft-only": Objective(ttft_p99=1.5, tpot_p99=0.0),
+            "none": Objective(ttft_p99=0.0, tpot_p99=0.0),
+        }
+    )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SloCollector(slo))
+    samples = {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    assert samples == {
+        (("measure", "ttft"), ("model", "both")): 2.0,
+        (("measure", "tpot"), ("model", "both")): 0.1,
+        (("measure", "ttft"), ("model", "ttft-only")): 1.5,
+    }
+
+
+def test_tpot_is_a_histogram_by_model() -> None:
+    m = GatewayMetrics()
+    m.per_output_token("m", 0.02)
+    m.per_output_token("m", 0.04)
+    out = exported(m)
+    assert out[("llmgw_time_per_output_token_seconds_count", (("model", "m"),))] == 2
+    assert out[("llmgw_time_per_output_token_seconds_bucket", (("le", "0.025"), ("model", "m")))] == 1
