@@ -84,7 +84,8 @@ class TenantMetrics:
         self.requests: dict[tuple[str, str, str], int] = {}
         self.tokens: dict[tuple[str, str, str], int] = {}
         self.refusals: dict[tuple[str, str], int] = {}
-        # Micro-dollars charged, by model, and by tenant and model at the tenant level.
+        # Millionths of a budget unit charged, by model, and by tenant and model at the
+        # tenant level.
         self.spend: dict[str, int] = {}
         self.tenant_spend: dict[tuple[str, str], int] = {}
         self.tagged_requests: dict[tuple[str, str], int] = {}
@@ -177,8 +178,8 @@ class TenantCollector(Collector):
                 refusals.add_metric(list(refusal_labels), count)
             yield refusals
             tenant_spend = CounterMetricFamily(
-                "llmgw_tenant_spend_usd",
-                f"What answered requests cost, in dollars at the catalog's prices, per {m.level} and model.",
+                "llmgw_tenant_spend",
+                f"What answered requests cost, in budget units at auth.pricing, per {m.level} and model.",
                 labels=[m.level, "model"],
             )
             for spend_labels, micros in m.tenant_spend.items():
@@ -202,8 +203,9 @@ class TenantCollector(Collector):
                 tagged_tokens.add_metric(list(tagged_labels), count)
             yield tagged_tokens
         spend = CounterMetricFamily(
-            "llmgw_spend_usd",
-            "What answered requests cost, in dollars at the catalog's prices, by model.",
+            "llmgw_spend",
+            "What answered requests cost, in budget units at auth.pricing (whatever unit the operator "
+            "prices in, often dollars), by model.",
             labels=["model"],
         )
         for model, micros in m.spend.items():
@@ -246,14 +248,15 @@ class TenantCollector(Collector):
 
     def _budget_families(self) -> Iterator[Metric]:
         limit = GaugeMetricFamily(
-            "llmgw_budget_limit_usd",
-            "Each budget written on a scope (org:ID, team:ID, project:ID, user:ID), in dollars a period.",
+            "llmgw_budget_limit",
+            "Each budget written on a scope (org:ID, team:ID, project:ID, user:ID), in budget units a "
+            "period.",
             labels=["scope", "period"],
         )
         spent = GaugeMetricFamily(
-            "llmgw_budget_spent_usd",
+            "llmgw_budget_spent",
             "What each scope with a budget has spent in its current period (day or month, UTC), in "
-            "dollars, as this gateway knows it (the store's totals and its own unwritten spend).",
+            "budget units, as this gateway knows it (the store's totals and its own unwritten spend).",
             labels=["scope", "period"],
         )
         for figure in self._budgets():

@@ -54,15 +54,15 @@ def test_each_tag_counts_its_first_100_values_apart() -> None:
     assert 'llmgw_tagged_tokens_total{kind="completion",tag="run",value="other"} 40.0' in scrape(metrics)
 
 
-def test_spend_is_counted_by_model_and_by_tenant_in_dollars() -> None:
+def test_spend_is_counted_by_model_and_by_tenant_in_budget_units() -> None:
     metrics = TenantMetrics("team", ())
     metrics.spent("search", "m1", 1_500_000)
     metrics.spent("search", "m1", 250_000)
     metrics.spent(None, "m2", 40)
     page = scrape(metrics)
-    assert 'llmgw_spend_usd_total{model="m1"} 1.75' in page
-    assert 'llmgw_spend_usd_total{model="m2"} 4e-05' in page
-    assert 'llmgw_tenant_spend_usd_total{model="m1",team="search"} 1.75' in page
+    assert 'llmgw_spend_total{model="m1"} 1.75' in page
+    assert 'llmgw_spend_total{model="m2"} 4e-05' in page
+    assert 'llmgw_tenant_spend_total{model="m1",team="search"} 1.75' in page
 
 
 def test_every_budget_written_on_a_scope_is_exported_with_its_spend() -> None:
@@ -85,6 +85,6 @@ def test_every_budget_written_on_a_scope_is_exported_with_its_spend() -> None:
         TenantCollector(TenantMetrics("", ()), lambda: PipelineState(0, 0, 0, 0, 0, 0), lambda: figures)
     )
     page = generate_latest(registry).decode()
-    assert 'llmgw_budget_limit_usd{period="month",scope="team:search"} 10.0' in page
-    assert 'llmgw_budget_spent_usd{period="month",scope="team:search"} 9.0' in page
-    assert 'llmgw_budget_spent_usd{period="day",scope="project:p"} 0.0' in page
+    assert 'llmgw_budget_limit{period="month",scope="team:search"} 10.0' in page
+    assert 'llmgw_budget_spent{period="month",scope="team:search"} 9.0' in page
+    assert 'llmgw_budget_spent{period="day",scope="project:p"} 0.0' in page
