@@ -179,7 +179,8 @@ class TenantCollector(Collector):
             yield refusals
             tenant_spend = CounterMetricFamily(
                 "llmgw_tenant_spend",
-                f"What answered requests cost, in budget units at auth.pricing, per {m.level} and model.",
+                f"What answered requests cost, in budget units at the prices auth's pricing sets, per "
+                f"{m.level} and model.",
                 labels=[m.level, "model"],
             )
             for spend_labels, micros in m.tenant_spend.items():
@@ -204,8 +205,8 @@ class TenantCollector(Collector):
             yield tagged_tokens
         spend = CounterMetricFamily(
             "llmgw_spend",
-            "What answered requests cost, in budget units at auth.pricing (whatever unit the operator "
-            "prices in, often dollars), by model.",
+            "What answered requests cost, in budget units at the prices auth's pricing sets "
+            "(whatever unit the operator prices in, often dollars), by model.",
             labels=["model"],
         )
         for model, micros in m.spend.items():
