@@ -27,8 +27,11 @@ def test_a_model_left_unplaced_says_why_in_one_word() -> None:
 
 
 def test_no_ready_node_and_a_quota_are_reasons_of_their_own() -> None:
-    cat = catalog(model("m", gpu_profile(), min=1, owner="team:t"))
-    nothing = decide(cat, [node("h", h100x8(), "unreachable")])
-    assert dict(nothing.unplaced) == {"m": "no_gpu_class"}
-    quota = decide(cat, [node("h", h100x8())], owner_quotas={"team:t": 0})
+    cpu = catalog(model("m", cpu_profile(cores=4), min=1))
+    nothing = decide(cpu, [node("c", cpu_box(), "unreachable")])
+    assert dict(nothing.unplaced) == {"m": "no_ready_node"}
+    gpu = catalog(model("m", gpu_profile(), min=1, owner="team:t"))
+    # An unreachable node's cards are not offered: its class is as good as absent.
+    assert dict(decide(gpu, [node("h", h100x8(), "unreachable")]).unplaced) == {"m": "no_gpu_class"}
+    quota = decide(gpu, [node("h", h100x8())], owner_quotas={"team:t": 0})
     assert dict(quota.unplaced) == {"m": "quota"}
