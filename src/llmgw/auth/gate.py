@@ -53,7 +53,7 @@ from llmgw.auth.budgets import (
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
 from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
-from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics
+from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics, budget_figures
 from llmgw.auth.principal import Principal
 from llmgw.auth.refusals import RefusalLog
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
@@ -145,7 +145,11 @@ class AuthGate:
         self._refusals_kept = asyncio.Event()
         """Set when a refusal was kept since the last hand-over: the hand-over's task
         sleeps on it, so an idle gateway (or one refusing nobody) never wakes for it."""
-        self.collector = TenantCollector(self.metrics, self._pipeline_state)
+        self.collector = TenantCollector(
+            self.metrics,
+            self._pipeline_state,
+            lambda: budget_figures(self.directory.scopes, self.ledger, time.time()),
+        )
         """Register it in the gateway's Prometheus registry."""
         self.sync_failures = 0
         self.store_reads = 0
@@ -671,7 +675,10 @@ class AuthGate:
                 # Only a principal with budgets needs its spend counted before the store has it.
                 if principal.budgets:
                     charged[payer] = charged.get(payer, 0) + cost
-            metrics.counted(principal.tenant(level), group.model, group.status, requests, prompt, completion)
+            tenant = principal.tenant(level)
+            metrics.counted(tenant, group.model, group.status, requests, prompt, completion)
+            if cost > 0:
+                metrics.spent(tenant, group.model, cost)
             errors = requests if group.status >= 400 else 0
             identity = principal.row_identity
             key = sum_key(group.bucket, *identity, group.model)

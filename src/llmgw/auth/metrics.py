@@ -10,11 +10,15 @@ tag values are the client's to choose, and every value is a series.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from llmgw.auth.budgets import BudgetLedger
+from llmgw.auth.policy import DEFAULT_BUDGET_PERIOD
+from llmgw.store.rows import Scope, ScopeKind
 
 MAX_TAG_VALUES = 100
 OTHER = "other"
@@ -43,6 +47,34 @@ class PipelineState:
     unauthenticated: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetFigure:
+    """One budget written on a scope, and what the scope has spent in its period."""
+
+    scope: str
+    period: str
+    limit_micros: int
+    spent_micros: int
+
+
+def budget_figures(
+    scopes: Mapping[ScopeKind, Mapping[str, Scope]], ledger: BudgetLedger, now: float
+) -> list[BudgetFigure]:
+    """Every budget written on an org, team, project or person (`scopes` by kind, then
+    id), with its spend in the current period as the ledger knows it. A person's budget
+    from `auth.personal`'s default is left out: one series per person would be as many
+    series as people."""
+    out: list[BudgetFigure] = []
+    for kind, by_id in scopes.items():
+        for scope in by_id.values():
+            if not scope.budget_micros or scope.budget_micros <= 0:
+                continue
+            name = f"{kind}:{scope.id}"
+            period = scope.budget_period or DEFAULT_BUDGET_PERIOD
+            out.append(BudgetFigure(name, period, scope.budget_micros, ledger.spent(name, period, now)))
+    return out
+
+
 class TenantMetrics:
     """Counts per tenant and per tag value."""
 
@@ -52,6 +84,10 @@ class TenantMetrics:
         self.requests: dict[tuple[str, str, str], int] = {}
         self.tokens: dict[tuple[str, str, str], int] = {}
         self.refusals: dict[tuple[str, str], int] = {}
+        # Millionths of a budget unit charged, by model, and by tenant and model at the
+        # tenant level.
+        self.spend: dict[str, int] = {}
+        self.tenant_spend: dict[tuple[str, str], int] = {}
         self.tagged_requests: dict[tuple[str, str], int] = {}
         self.tagged_tokens: dict[tuple[str, str, str], int] = {}
         self._tag_values: dict[str, set[str]] = {tag: set() for tag in self.tag_labels}
@@ -76,6 +112,14 @@ class TenantMetrics:
                 token_key = (tenant, model, kind)
                 self.tokens[token_key] = self.tokens.get(token_key, 0) + count
 
+    def spent(self, tenant: str | None, model: str, micros: int) -> None:
+        """Counts what answered requests of one tenant and model cost (once per group of
+        requests alike, off the request path)."""
+        self.spend[model] = self.spend.get(model, 0) + micros
+        if tenant is not None and self.level != "none":
+            key = (tenant, model)
+            self.tenant_spend[key] = self.tenant_spend.get(key, 0) + micros
+
     def tagged(self, tags: Mapping[str, str], prompt: int, completion: int) -> None:
         """Counts one answered request under each of its tags that is a label."""
         for tag in self.tag_labels:
@@ -96,9 +140,15 @@ class TenantMetrics:
 class TenantCollector(Collector):
     """Exports `TenantMetrics` and the accounting pipeline's state."""
 
-    def __init__(self, metrics: TenantMetrics, pipeline: Callable[[], PipelineState]) -> None:
+    def __init__(
+        self,
+        metrics: TenantMetrics,
+        pipeline: Callable[[], PipelineState],
+        budgets: Callable[[], Iterable[BudgetFigure]] = tuple,
+    ) -> None:
         self._metrics = metrics
         self._pipeline = pipeline
+        self._budgets = budgets
 
     def collect(self) -> Iterator[Metric]:
         m = self._metrics
@@ -127,6 +177,15 @@ class TenantCollector(Collector):
             for refusal_labels, count in m.refusals.items():
                 refusals.add_metric(list(refusal_labels), count)
             yield refusals
+            tenant_spend = CounterMetricFamily(
+                "llmgw_tenant_spend",
+                f"What answered requests cost, in budget units at the prices auth's pricing sets, per "
+                f"{m.level} and model.",
+                labels=[m.level, "model"],
+            )
+            for spend_labels, micros in m.tenant_spend.items():
+                tenant_spend.add_metric(list(spend_labels), micros / 1e6)
+            yield tenant_spend
         if m.tag_labels:
             tagged = CounterMetricFamily(
                 "llmgw_tagged_requests",
@@ -144,6 +203,16 @@ class TenantCollector(Collector):
             for tagged_labels, count in m.tagged_tokens.items():
                 tagged_tokens.add_metric(list(tagged_labels), count)
             yield tagged_tokens
+        spend = CounterMetricFamily(
+            "llmgw_spend",
+            "What answered requests cost, in budget units at the prices auth's pricing sets "
+            "(whatever unit the operator prices in, often dollars), by model.",
+            labels=["model"],
+        )
+        for model, micros in m.spend.items():
+            spend.add_metric([model], micros / 1e6)
+        yield spend
+        yield from self._budget_families()
         state = self._pipeline()
         yield CounterMetricFamily(
             "llmgw_usage_records_written", "Usage records written to the store.", value=state.written
@@ -177,3 +246,23 @@ class TenantCollector(Collector):
             "Requests refused 401 on the generation routes (no caller: counted, never recorded).",
             value=state.unauthenticated,
         )
+
+    def _budget_families(self) -> Iterator[Metric]:
+        limit = GaugeMetricFamily(
+            "llmgw_budget_limit",
+            "Each budget written on a scope (org:ID, team:ID, project:ID, user:ID), in budget units a "
+            "period.",
+            labels=["scope", "period"],
+        )
+        spent = GaugeMetricFamily(
+            "llmgw_budget_spent",
+            "What each scope with a budget has spent in its current period (day or month, UTC), in "
+            "budget units, as this gateway knows it (the store's totals and its own unwritten spend).",
+            labels=["scope", "period"],
+        )
+        for figure in self._budgets():
+            labels = [figure.scope, figure.period]
+            limit.add_metric(labels, figure.limit_micros / 1e6)
+            spent.add_metric(labels, figure.spent_micros / 1e6)
+        yield limit
+        yield spent

@@ -27,7 +27,7 @@ from llmgw.config.auth import Auth
 from llmgw.store.rows import KeyRow, Scope, ScopeKind
 
 Scopes = Mapping[ScopeKind, Mapping[str, Scope]]
-_PERIOD_DEFAULT = "month"
+DEFAULT_BUDGET_PERIOD = "month"
 
 
 Candidate = tuple[int | None, str, str]
@@ -82,7 +82,10 @@ def resolve(key: KeyRow, scopes: Scopes, auth: Auth) -> Principal | None:
             if user.budget_micros > 0:
                 budgets.append(
                     BudgetRule(
-                        f"user:{user.id}", user.budget_micros, user.budget_period or _PERIOD_DEFAULT, "user"
+                        f"user:{user.id}",
+                        user.budget_micros,
+                        user.budget_period or DEFAULT_BUDGET_PERIOD,
+                        "user",
                     )
                 )
         elif auth.personal.budget_micros is not None:
@@ -98,7 +101,7 @@ def resolve(key: KeyRow, scopes: Scopes, auth: Auth) -> Principal | None:
                     BudgetRule(
                         f"{level.kind}:{level.id}",
                         level.budget_micros,
-                        level.budget_period or _PERIOD_DEFAULT,
+                        level.budget_period or DEFAULT_BUDGET_PERIOD,
                         level.kind,
                     )
                 )

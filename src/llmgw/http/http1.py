@@ -82,6 +82,9 @@ class ConnectionOwner:
     def closed(self, conn: Http1Connection) -> None:
         pass
 
+    def refused(self, status: int) -> None:
+        """A request was answered `status` by the server in the application's stead."""
+
 
 class Http1Connection(asyncio.Protocol):
     """One client connection (asyncio.Protocol and the exchanges' Wire)."""
@@ -367,6 +370,7 @@ class Http1Connection(asyncio.Protocol):
             exchange.reserved = size
             return True
         exchange.response_bytes(503, _refusal_headers(503), _budget_full_body())
+        self._owner.refused(503)
         self._answered(exchange)
         return False
 
@@ -395,6 +399,7 @@ class Http1Connection(asyncio.Protocol):
                     "the gateway failed to answer this request", "server_error", code="internal_error"
                 ),
             )
+            self._owner.refused(500)
         else:
             # A response already begun cannot be turned into an error: cut it short, so
             # the client sees it incomplete rather than complete.
@@ -412,6 +417,7 @@ class Http1Connection(asyncio.Protocol):
                 [("content-type", JSON)],
                 error_body("no response", "server_error", code="internal_error"),
             )
+            self._owner.refused(500)
         if exchange.stream is not None:
             exchange.stream.end()
         self._current = None
@@ -451,6 +457,8 @@ class Http1Connection(asyncio.Protocol):
         short instead, since it cannot be turned into an error."""
         current, parsing = self._current, self._parsing
         self._parsing = None
+        if not self.closed:
+            self._owner.refused(status)
         if parsing is not None and self._pipeline and self._pipeline[-1][1] is parsing:
             self._pipeline.pop()  # queued with a bad body: never served
             parsing.release()

@@ -15,10 +15,12 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 
 from llmgw.http.body_guard import SWEEP_S, BodyBudget
 from llmgw.http.http1 import App, ConnectionOwner, Http1Connection, Limits
 from llmgw.http.http1_exchange import DateHeader
+from llmgw.http.responses import CONNECTION_REASONS
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +42,12 @@ class Http1Server(ConnectionOwner):
         backlog: int = 2048,
         limits: Limits | None = None,
         sweep_s: float = SWEEP_S,
+        on_refused: Callable[[int, str], None] | None = None,
     ) -> None:
         self._app = app
+        # Told of each request the server answers itself, with its status and reason
+        # (llmgw.http.responses.CONNECTION_REASONS): the gateway counts them.
+        self._on_refused = on_refused
         self._host = host
         self._port = port
         self._max_connections = max_connections
@@ -108,6 +114,10 @@ class Http1Server(ConnectionOwner):
 
     def opened(self, conn: Http1Connection) -> None:
         self._connections.add(conn)
+
+    def refused(self, status: int) -> None:
+        if self._on_refused is not None:
+            self._on_refused(status, CONNECTION_REASONS.get(status, "internal"))
 
     def closed(self, conn: Http1Connection) -> None:
         self._connections.discard(conn)

@@ -22,8 +22,13 @@ from llmgw.errors import (
     BadGateway,
     BadRequest,
     DialError,
+    DialTimeout,
+    FirstTokenTimeout,
     Forbidden,
     GatewayTimeout,
+    GenerationTimeout,
+    HeaderTimeout,
+    IdleTimeout,
     InsufficientQuota,
     LimitRefusal,
     MethodNotAllowed,
@@ -33,6 +38,7 @@ from llmgw.errors import (
     PayloadTooLarge,
     PhaseTimeout,
     RateLimited,
+    TotalTimeout,
     Unauthorized,
     UpstreamClosed,
     UpstreamError,
@@ -59,7 +65,21 @@ _REASONS: tuple[tuple[type[ApiError], str], ...] = (
     (BadGateway, "upstream_error"),
     (GatewayTimeout, "timeout"),
 )
-REASONS: frozenset[str] = frozenset({reason for _, reason in _REASONS} | {"internal"})
+CONNECTION_REASONS: dict[int, str] = {
+    400: "bad_http",
+    408: "body_timeout",
+    414: "bad_http",
+    431: "bad_http",
+    500: "internal",
+    503: "body_memory_full",
+}
+"""The reason of each status the HTTP server answers in the application's stead (a
+request that is not valid HTTP, a body late or over the memory budget, an application
+that failed), by status: each status there has one cause."""
+
+REASONS: frozenset[str] = frozenset(
+    {reason for _, reason in _REASONS} | {"internal"} | set(CONNECTION_REASONS.values())
+)
 """Every value the `reason` label of a gateway-made answer may take."""
 
 ENGINE_AUTH_STATUSES = (401, 403)
@@ -72,6 +92,34 @@ def refusal_reason(error: ApiError) -> str:
         if isinstance(error, kind):
             return reason
     return "internal"
+
+
+# Most specific first, as for _REASONS: each timeout is a PhaseTimeout, NotAStream an
+# UpstreamProtocol.
+_UPSTREAM_REASONS: tuple[tuple[type[UpstreamError], str], ...] = (
+    (DialTimeout, "dial_timeout"),
+    (HeaderTimeout, "header_timeout"),
+    (FirstTokenTimeout, "first_token_timeout"),
+    (GenerationTimeout, "generation_timeout"),
+    (IdleTimeout, "idle_timeout"),
+    (TotalTimeout, "total_timeout"),
+    (PhaseTimeout, "timeout"),
+    (DialError, "dial"),
+    (UpstreamStatus, "status"),
+    (UpstreamClosed, "closed"),
+    (NotAStream, "not_a_stream"),
+    (UpstreamProtocol, "protocol"),
+)
+UPSTREAM_FAILURE_REASONS: frozenset[str] = frozenset({r for _, r in _UPSTREAM_REASONS} | {"other"})
+"""Every value the `reason` label of `llmgw_upstream_failures_total` may take."""
+
+
+def upstream_failure_reason(error: UpstreamError) -> str:
+    """The metric label for a failed try on a replica, chosen by its type."""
+    for kind, reason in _UPSTREAM_REASONS:
+        if isinstance(error, kind):
+            return reason
+    return "other"
 
 
 def error_body(message: str, error_type: str, *, param: str | None = None, code: str | None = None) -> bytes:

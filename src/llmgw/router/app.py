@@ -34,11 +34,12 @@ from llmgw.http.responses import JSON, api_error_response, refusal_reason
 from llmgw.http.rsgi import App, HTTPProtocol, Scope
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.cors import CorsPolicy, WithHeaders
+from llmgw.router.counted import CountedProtocol
 from llmgw.router.departures import Departures
 from llmgw.router.dispatch import Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl
-from llmgw.router.metrics import GatewayMetrics
+from llmgw.router.metrics import MODEL_ROUTE, OTHER_ROUTE, GatewayMetrics
 from llmgw.router.request import ClientRequest, Kind, parse_request
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
 from llmgw.router.usage import NO_TAGS, Account, new_account
@@ -115,38 +116,52 @@ class GatewayApp:
             extra = cors.response_headers(scope.headers.get("origin"))
             if extra:
                 proto = WithHeaders(proto, extra)
+        # The route's label in llmgw_requests_total: its template, never a client's path.
+        route = path
         try:
             kind = _GENERATION_ROUTES.get(path)
             if kind is not None:
                 if scope.method != "POST":
-                    self._other_method(scope, plain, path, "POST", request_id)
+                    self._other_method(scope, plain, path, "POST", request_id, route)
                     return
                 await self._generate(scope, proto, kind, request_id)
             elif path == "/v1/models" or path.startswith("/v1/models/"):
+                if path != "/v1/models":
+                    route = MODEL_ROUTE
                 if scope.method != "GET":
-                    self._other_method(scope, plain, path, "GET", request_id)
+                    self._other_method(scope, plain, path, "GET", request_id, route)
                     return
                 principal = await self._authenticate(scope)
                 self._list_models(proto, path, principal, request_id)
+                self._metrics.served(route, 200)
             elif path in ("/", "/health", "/healthz"):
                 proto.response_bytes(
                     200,
                     [("content-type", "text/plain"), ("x-request-id", request_id)],
                     b"llmgw: the OpenAI API is under /v1\n",
                 )
+                self._metrics.served(route, 200)
             else:
                 for prefix, app in self._mounts:
                     if path == prefix or path.startswith(prefix + "/"):
-                        await app(scope, proto)
+                        route = prefix
+                        await app(scope, CountedProtocol(proto, self._metrics, prefix))
                         return
+                route = OTHER_ROUTE
                 raise NotFound(
                     f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
                 )
         except ApiError as error:
-            self._refuse(proto, error, request_id, "", scope if kind is not None else None)
+            self._refuse(proto, error, request_id, route, "", scope if kind is not None else None)
 
     def _refuse(
-        self, proto: HTTPProtocol, error: ApiError, request_id: str, model: str, scope: Scope | None
+        self,
+        proto: HTTPProtocol,
+        error: ApiError,
+        request_id: str,
+        route: str,
+        model: str,
+        scope: Scope | None,
     ) -> None:
         """Answers a refusal the gateway made, and counts it (`model` empty until the
         request's model is resolved: a name the client made up is no metric label); one
@@ -155,11 +170,11 @@ class GatewayApp:
             self._refused(scope, error.status, request_id)
         status, headers, body = api_error_response(error)
         headers.append(("x-request-id", request_id))
-        self._metrics.refused(model, status, refusal_reason(error))
+        self._metrics.refused(route, model, status, refusal_reason(error))
         proto.response_bytes(status, headers, body)
 
     def _other_method(
-        self, scope: Scope, plain: HTTPProtocol, path: str, allow: str, request_id: str
+        self, scope: Scope, plain: HTTPProtocol, path: str, allow: str, request_id: str, route: str
     ) -> None:
         """A route asked with a method it does not take: a browser's CORS preflight,
         answered through `plain` (the protocol without the CORS headers of an ordinary
@@ -180,6 +195,7 @@ class GatewayApp:
                 )
                 headers.append(("x-request-id", request_id))
                 plain.response_bytes(204, headers, b"")
+                self._metrics.served(route, 204)
                 return
         raise MethodNotAllowed(f"{path} takes {allow}", allow=allow)
 
@@ -304,7 +320,7 @@ class GatewayApp:
             finally:
                 self._departures.leave(stay)
         except ApiError as error:
-            self._refuse(proto, error, request_id, target.model, scope)
+            self._refuse(proto, error, request_id, scope.path, target.model, scope)
 
     async def _guard_input(
         self, guard: Guardrails, kind: Kind, request: ClientRequest, principal: Principal | None

@@ -29,7 +29,12 @@ from llmgw.errors import (
     UpstreamUnavailable,
 )
 from llmgw.guard import FLAG_TAG, Hit, flag_tag
-from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
+from llmgw.http.responses import (
+    ENGINE_AUTH_STATUSES,
+    as_api_error,
+    stream_error_event,
+    upstream_failure_reason,
+)
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
 from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
@@ -139,7 +144,7 @@ class Dispatcher:
                 except UpstreamError as exc:
                     last_error = exc
                     failed = (endpoint.id, target.model, attempt + 1)
-                    self._metrics.upstream_failed(endpoint.id, type(exc).__name__)
+                    self._metrics.upstream_failed(endpoint.id, upstream_failure_reason(exc))
                     endpoint.last_error = (self._clock(), str(exc))
                     continue
                 if done and target is not first:
@@ -249,7 +254,7 @@ class Dispatcher:
                     answer,
                 )
                 finished = self._clock()
-                self._metrics.answered(target.model, result.status, finished - started)
+                self._metrics.answered(request.kind, target.model, result.status, finished - started)
                 self._usage.record(
                     UsageRecord(
                         request_id,
@@ -314,7 +319,7 @@ class Dispatcher:
             self._guard.stream_done(scanner)
             _flag(request, [h for h in scanner.hits if h.action == "flag"])
         finished = self._clock()
-        self._metrics.answered(target.model, status, finished - started)
+        self._metrics.answered(request.kind, target.model, status, finished - started)
         self._usage.record(
             UsageRecord(
                 request_id,
@@ -385,7 +390,9 @@ class Dispatcher:
             attempt.end()
             timed_out = isinstance(exc, PhaseTimeout)
             self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
-            await self._broken(transport, endpoint, target, str(exc), type(exc).__name__, timed_out=timed_out)
+            await self._broken(
+                transport, endpoint, target, str(exc), upstream_failure_reason(exc), timed_out=timed_out
+            )
             return 502
         attempt.whole = True
         attempt.end()

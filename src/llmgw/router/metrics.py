@@ -20,9 +20,22 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from llmgw.router.endpoints import EndpointRegistry
+from llmgw.router.request import Kind
 
 if TYPE_CHECKING:
     from llmgw.router.flow import FlowControl
+    from llmgw.router.slo import SloTracker
+
+MODEL_ROUTE = "/v1/models/{model}"
+"""The route label of a request for one model's entry."""
+OTHER_ROUTE = "other"
+"""The route label of a request whose path is no route (answered 404)."""
+BEFORE_ROUTE = ""
+"""The route label of a request the HTTP server refused before the application saw it."""
+
+# A replica's answer is counted under its request's Kind (a str that hashes as one, at
+# no cost on the request path) and named by its route when scraped.
+_KIND_ROUTES: dict[str, str] = {kind: kind.path.decode() for kind in Kind}
 
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.005,
@@ -69,14 +82,19 @@ class GatewayMetrics:
     """What the request path counts; exported by `GatewayCollector`."""
 
     def __init__(self) -> None:
-        self.requests: dict[tuple[str, int], int] = {}
+        # Answers by route (its template: ROUTES, a mount's prefix, "other" for a path
+        # that is no route, "" for a request refused before its path was read), model
+        # and status: a replica's answers, and the gateway's own that are no refusal
+        # (the model list, health).
+        self.requests: dict[tuple[str, str, int], int] = {}
         # Answers the gateway made itself (a refusal, or no replica could answer), by
-        # model ("" before one is resolved: a client's name is no label), status and
-        # reason (llmgw.http.responses.REASONS). Apart from `requests` so that the
-        # replica's answers, the usual case, count without a third key part.
-        self.refusals: dict[tuple[str, int, str], int] = {}
+        # route, model ("" before one is resolved: a client's name is no label), status
+        # and reason (llmgw.http.responses.REASONS). Apart from `requests` so that the
+        # replica's answers, the usual case, count without a fourth key part.
+        self.refusals: dict[tuple[str, str, int, str], int] = {}
         self.latency: dict[str, Histogram] = {}
         self.ttft: dict[str, Histogram] = {}
+        self.tpot: dict[str, Histogram] = {}
         self.tokens: dict[tuple[str, str], int] = {}
         self.retries: dict[str, int] = {}
         self.fallbacks: dict[tuple[str, str], int] = {}
@@ -84,22 +102,36 @@ class GatewayMetrics:
         self.stream_interruptions: dict[str, int] = {}
         self.usage_dropped = 0
 
-    def answered(self, model: str, status: int, seconds: float) -> None:
-        key = (model, status)
+    def answered(self, route: str, model: str, status: int, seconds: float) -> None:
+        key = (route, model, status)
         self.requests[key] = self.requests.get(key, 0) + 1
         histogram = self.latency.get(model)
         if histogram is None:
             histogram = self.latency[model] = Histogram()
         histogram.observe(seconds)
 
-    def refused(self, model: str, status: int, reason: str) -> None:
-        key = (model, status, reason)
+    def served(self, route: str, status: int) -> None:
+        """An answer the gateway made itself that is no refusal and concerns no model
+        (the model list, health, a CORS preflight): counted, with no latency."""
+        key = (route, "", status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+
+    def refused(self, route: str, model: str, status: int, reason: str) -> None:
+        key = (route, model, status, reason)
         self.refusals[key] = self.refusals.get(key, 0) + 1
 
     def first_token(self, model: str, seconds: float) -> None:
         histogram = self.ttft.get(model)
         if histogram is None:
             histogram = self.ttft[model] = Histogram()
+        histogram.observe(seconds)
+
+    def per_output_token(self, model: str, seconds: float) -> None:
+        """A streamed answer's time per output token after the first (off the request
+        path: from the usage its replica reported)."""
+        histogram = self.tpot.get(model)
+        if histogram is None:
+            histogram = self.tpot[model] = Histogram()
         histogram.observe(seconds)
 
     def counted_tokens(self, model: str, prompt: int, completion: int) -> None:
@@ -152,15 +184,19 @@ class GatewayCollector(Collector):
         m = self._metrics
         requests = _counter(
             "llmgw_requests",
-            "Requests answered, by model, HTTP status (499: the client left) and reason: empty "
-            "for a replica's answer, else why the gateway answered itself (bad_request, "
-            "unauthorized, not_found, rate_limited, no_capacity, upstream_error, ...); model is "
-            "empty when the request named none the gateway serves.",
-            ["model", "status", "reason"],
-            (((model, str(status), ""), n) for (model, status), n in m.requests.items()),
+            "Responses on the client port, by route, model, HTTP status (499: the client left) "
+            "and reason: empty for an answer that is no refusal, else why the gateway answered "
+            "itself (bad_request, unauthorized, not_found, rate_limited, no_capacity, "
+            "upstream_error, bad_http, ...); model is empty when the request named none the "
+            "gateway serves, route when the request was refused before its path was read.",
+            ["route", "model", "status", "reason"],
+            (
+                ((_KIND_ROUTES.get(route, route), model, str(status), ""), n)
+                for (route, model, status), n in m.requests.items()
+            ),
         )
-        for (model, status, reason), n in m.refusals.items():
-            requests.add_metric([model, str(status), reason], n)
+        for (route, model, status, reason), n in m.refusals.items():
+            requests.add_metric([route, model, str(status), reason], n)
         yield requests
         yield _histograms(
             "llmgw_request_duration_seconds",
@@ -171,6 +207,12 @@ class GatewayCollector(Collector):
             "llmgw_time_to_first_token_seconds",
             "Time from a streamed request's arrival to the first bytes of its answer.",
             m.ttft,
+        )
+        yield _histograms(
+            "llmgw_time_per_output_token_seconds",
+            "A streamed answer's time per output token after the first: from its first bytes to "
+            "its end, over its completion tokens less one (answers that reported their usage).",
+            m.tpot,
         )
         yield _counter(
             "llmgw_tokens",
@@ -192,7 +234,8 @@ class GatewayCollector(Collector):
         )
         yield _counter(
             "llmgw_upstream_failures",
-            "Failed tries on a replica, by endpoint and reason.",
+            "Failed tries on a replica, by endpoint and reason (llmgw.http.responses."
+            "UPSTREAM_FAILURE_REASONS: dial, dial_timeout, status, closed, idle_timeout, ...).",
             ["endpoint", "reason"],
             m.upstream_failures.items(),
         )
@@ -288,6 +331,31 @@ class FlowCollector(Collector):
         for (model, band), histogram in counts.waited.items():
             waits.add_metric([model, band], histogram.cumulative(), histogram.total)
         yield waits
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class SloCollector(Collector):
+    """Each model's latency objective (`slo` in the catalog), for alerts that compare the
+    latency histograms with it."""
+
+    def __init__(self, slo: SloTracker) -> None:
+        self._slo = slo
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "llmgw_slo_objective_seconds",
+            "Each model's p99 latency objective (slo.ttft_p99, slo.tpot_p99), by measure (ttft, "
+            "tpot); a model without one has no series.",
+            labels=["model", "measure"],
+        )
+        for model, objective in self._slo.objectives.items():
+            if objective.ttft_p99 > 0:
+                family.add_metric([model, "ttft"], objective.ttft_p99)
+            if objective.tpot_p99 > 0:
+                family.add_metric([model, "tpot"], objective.tpot_p99)
+        yield family
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

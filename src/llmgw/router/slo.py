@@ -45,6 +45,11 @@ class SloTracker:
         self._objectives = {m: o for m, o in objectives.items() if o.ttft_p99 > 0 or o.tpot_p99 > 0}
         self._verdicts.clear()
 
+    @property
+    def objectives(self) -> dict[str, Objective]:
+        """The models with an objective, by name (do not modify)."""
+        return self._objectives
+
     def observe(self, model: str, now: float, ttft: float | None, tpot: float | None) -> None:
         if model not in self._objectives:
             return

@@ -32,6 +32,7 @@ from llmgw.config import Settings
 from llmgw.control.decisions.cluster import NodeView, ReplicaView
 from llmgw.control.runtime.catalog_watch import CatalogWatcher
 from llmgw.control.runtime.demand_sync import DemandSync
+from llmgw.control.runtime.metrics import ControlCollector
 from llmgw.control.runtime.plane import ControlPlane
 from llmgw.control.runtime.quota_watch import QuotaWatch
 from llmgw.control.runtime.replica_sync import ReplicaSync, follower_grace
@@ -135,6 +136,7 @@ async def start_control(
         held = lease
         options |= {"is_leader": held.is_leader, "term": lambda: held.term}
     plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings), **options)
+    gateway.registry.register(ControlCollector(plane))
     served = ServedPlane(plane, gateway)
     runtime = ControlRuntime(plane, lease)
     if catalogs is not None and lease is not None:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from prometheus_client import ProcessCollector
+
 from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
 from llmgw.config import Settings
@@ -25,6 +27,7 @@ from llmgw.guard.counts import GuardCollector
 from llmgw.http.rsgi import App
 from llmgw.identity.scim import PREFIX as SCIM_PREFIX
 from llmgw.identity.scim import ScimApp, read_token
+from llmgw.obs.build_info import BuildInfoCollector, build_info
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -36,7 +39,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
-from llmgw.router.metrics import FlowCollector, GatewayMetrics, new_registry
+from llmgw.router.metrics import BEFORE_ROUTE, FlowCollector, GatewayMetrics, SloCollector, new_registry
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
@@ -95,6 +98,10 @@ class Gateway:
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
         self.endpoints.publish(static_specs(settings))
         self.registry = new_registry(self.metrics, self.endpoints, clock)
+        # The process's own figures (CPU, memory, open files), in this registry rather
+        # than prometheus_client's global one, which the gateway never exports.
+        ProcessCollector(registry=self.registry)
+        self.registry.register(BuildInfoCollector(build_info()))
         targets = ScoringTargets(
             target_waiting=router.scoring.target_waiting,
             target_inflight=router.scoring.target_inflight,
@@ -121,6 +128,7 @@ class Gateway:
             clock=clock,
         )
         self.registry.register(FlowCollector(self.flow))
+        self.registry.register(SloCollector(self.slo))
         prefix = router.prefix
         tree = (
             PrefixTree(prefix.effective_max_nodes, _seconds(prefix.effective_ttl)) if prefix.enabled else None
@@ -210,8 +218,10 @@ class Gateway:
         self.slo.replace(_objectives(catalog))
 
     def _observe_latency(self, batch: Sequence[Finished]) -> None:
-        """Feeds the SLO tracker from finished requests (off the request path)."""
+        """Feeds the SLO tracker and the TPOT histogram from finished requests (off the
+        request path)."""
         observe = self.slo.observe
+        per_output_token = self.metrics.per_output_token
         for record, tokens in batch:
             if record.status != 200:
                 continue
@@ -219,6 +229,7 @@ class Gateway:
             tpot = None
             if record.first_byte is not None and tokens is not None and tokens.completion > 1:
                 tpot = (record.finished - record.first_byte) / (tokens.completion - 1)
+                per_output_token(record.model, tpot)
             observe(record.model, record.finished, ttft, tpot)
 
     def _account(self, batch: Sequence[Finished]) -> None:
@@ -226,6 +237,11 @@ class Gateway:
         if self.auth is None:
             return
         self.auth.record_many(batch, time.time() - self.clock())
+
+    def refused_by_server(self, status: int, reason: str) -> None:
+        """Counts a request the client port's HTTP server answered in the application's
+        stead (llmgw.http.http1_server's `on_refused`)."""
+        self.metrics.refused(BEFORE_ROUTE, "", status, reason)
 
     def ready(self) -> bool:
         """Ready once the replicas have been asked for their load at least once."""

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +47,17 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
 
 
-def _server(app: App, address: str, max_connections: int, limits: Limits | None = None) -> Http1Server:
+def _server(
+    app: App,
+    address: str,
+    max_connections: int,
+    limits: Limits | None = None,
+    on_refused: Callable[[int, str], None] | None = None,
+) -> Http1Server:
     host, port = split_host_port(address)  # checked when the settings loaded
-    return Http1Server(app, host, port, max_connections=max_connections, backlog=2048, limits=limits)
+    return Http1Server(
+        app, host, port, max_connections=max_connections, backlog=2048, limits=limits, on_refused=on_refused
+    )
 
 
 def client_limits(settings: Settings) -> Limits:
@@ -70,7 +78,15 @@ def listeners(settings: Settings, gateway: Gateway) -> list[Http1Server]:
     already refused an admin address off loopback without admin_remote); only the
     client port is capped at `max_connections`."""
     servers = [
-        _server(gateway.app, settings.listen, settings.max_connections, client_limits(settings)),
+        _server(
+            gateway.app,
+            settings.listen,
+            settings.max_connections,
+            client_limits(settings),
+            # What the HTTP server refuses on the client port (not valid HTTP, a body
+            # late or over the memory budget, an application failure) counts too.
+            on_refused=gateway.refused_by_server,
+        ),
         _server(gateway.admin, settings.admin_listen, 0),
     ]
     if settings.metrics_listen:

@@ -201,7 +201,7 @@ def test_admin_health_readiness_and_metrics(make_client: ClientFactory, gateway:
     text = httpx.get(gateway.admin_url + "/metrics", timeout=5).text
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
     names = {s.name for s in samples}
-    ok = {"model": "chat-model", "status": "200", "reason": ""}
+    ok = {"route": "/v1/chat/completions", "model": "chat-model", "status": "200", "reason": ""}
     assert any(s.name == "llmgw_requests_total" and s.labels == ok and s.value >= 1 for s in samples)
     assert "llmgw_time_to_first_token_seconds_bucket" in names
     assert "llmgw_endpoint_inflight" in names

@@ -2,15 +2,20 @@
 engines: every status it makes itself carries x-request-id and is counted in
 llmgw_requests_total under a reason; the /metrics page has each family once; a replica
 refusing the gateway's engine key is a 502 for the client, leaves routing at once and
-shows in `llmgw ctl replicas`; CORS for browser clients on an allowed origin only."""
+shows in `llmgw ctl replicas`; CORS for browser clients on an allowed origin only.
+Requests the HTTP server refuses before the application sees them (not HTTP, a head too
+large, bodies past the memory budget, a body that never came) and answers that are no refusal (the model list,
+health) are counted too, each under its route."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -24,12 +29,13 @@ from support.sims import endpoint, sim
 ENGINE_KEY = "engine-secret-abc123"
 ALLOWED = "https://chat.example.com"
 CHAT: dict[str, Any] = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
-Reasons = Counter[tuple[str, str, str]]
+Reasons = Counter[tuple[str, str, str, str]]
 
 
 class Deployment:
     def __init__(self, gateway: GatewayProcess) -> None:
         self.gateway = gateway
+        self.port = int(urlsplit(gateway.url).port or 0)
         self.token = gateway.admin_token()
         self.http = httpx.Client(timeout=10)
 
@@ -101,7 +107,11 @@ def deployment(
             {"id": "down", "url": f"http://127.0.0.1:{free_port()}", "models": ["gone"], "engine": "sim"},
         ],
         "router": {
-            "max_body_bytes": 4000,
+            # Two large bodies at once pass the memory budget; one over max_body_bytes is 413.
+            "max_body_bytes": 100_000,
+            "max_body_memory_bytes": 150_000,
+            # A body that never comes is refused 408 after a second.
+            "timeouts": {"body": "1s"},
             "failure_threshold": 3,
             "cooldown": "10m",
             "default_profile": "round_robin",
@@ -121,7 +131,8 @@ def requests_by_reason(page: str) -> Reasons:
     for family in text_string_to_metric_families(page):
         for s in family.samples:
             if s.name == "llmgw_requests_total":
-                counts[(s.labels["status"], s.labels["reason"], s.labels["model"])] += int(s.value)
+                labels = s.labels
+                counts[(labels["route"], labels["status"], labels["reason"], labels["model"])] += int(s.value)
     return counts
 
 
@@ -147,21 +158,85 @@ def test_every_status_the_gateway_makes_has_a_request_id_and_is_counted(deployme
     assert_openai_error(wrong_method, 405)
     assert wrong_method.headers["allow"] == "POST"
     assert d.http.put(d.gateway.base_url + "/models", headers=auth).headers["allow"] == "GET"
-    assert_openai_error(d.http.post(url, content=b"x" * 5000, headers=auth), 413)
+    assert_openai_error(d.http.post(url, content=b"x" * 120_000, headers=auth), 413)
     assert_openai_error(d.chat(key, "gone"), 503)
     assert d.chat(key, "free").status_code == 200
     assert_openai_error(d.chat(key, "free"), 429)  # the project's rpm of 2 is spent
+    assert d.http.get(d.gateway.base_url + "/models", headers=auth).status_code == 200
+    assert d.http.get(d.gateway.base_url + "/models/free", headers=auth).status_code == 200
+    assert d.http.get(d.gateway.url + "/health").status_code == 200
 
     after = requests_by_reason(d.metrics())
     counted = after - before
-    assert counted[("400", "bad_request", "")] == 1
-    assert counted[("401", "unauthorized", "")] == 1
-    assert counted[("404", "not_found", "")] == 2
-    assert counted[("405", "method_not_allowed", "")] == 2
-    assert counted[("413", "body_too_large", "")] == 1
-    assert counted[("503", "upstream_error", "gone")] == 1
-    assert counted[("200", "", "free")] == 1
-    assert counted[("429", "rate_limited", "free")] == 1
+    chat = "/v1/chat/completions"
+    assert counted[(chat, "400", "bad_request", "")] == 1
+    assert counted[(chat, "401", "unauthorized", "")] == 1
+    assert counted[(chat, "404", "not_found", "")] == 1
+    assert counted[("other", "404", "not_found", "")] == 1
+    assert counted[(chat, "405", "method_not_allowed", "")] == 1
+    assert counted[("/v1/models", "405", "method_not_allowed", "")] == 1
+    assert counted[(chat, "413", "body_too_large", "")] == 1
+    assert counted[(chat, "503", "upstream_error", "gone")] == 1
+    assert counted[(chat, "200", "", "free")] == 1
+    assert counted[(chat, "429", "rate_limited", "free")] == 1
+    assert counted[("/v1/models", "200", "", "")] == 1
+    assert counted[("/v1/models/{model}", "200", "", "")] == 1
+    assert counted[("/health", "200", "", "")] == 1
+
+
+def raw_exchange(d: Deployment, data: bytes) -> bytes:
+    """Sends `data` on a fresh connection to the client port; the response that comes back."""
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as sock:
+        sock.sendall(data)
+        return read_response(sock)
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One response: its head, and as much body as its content-length says."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        part = sock.recv(65536)
+        assert part, f"the connection closed before a whole head: {received!r}"
+        received += part
+    head, _, body = received.partition(b"\r\n\r\n")
+    fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:])
+    length = int({name.lower(): value for name, value in fields.items()}[b"content-length"])
+    while len(body) < length:
+        part = sock.recv(65536)
+        assert part, "the connection closed before the whole body"
+        body += part
+    return head + b"\r\n\r\n" + body
+
+
+def test_what_the_http_server_refuses_itself_is_counted(deployment: Deployment) -> None:
+    d = deployment
+    before = requests_by_reason(d.metrics())
+    assert raw_exchange(d, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    huge_head = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+    assert raw_exchange(d, huge_head).startswith(b"HTTP/1.1 431 ")
+    key = d.key("bodies")
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {key}\r\nContent-Length: 100000\r\n\r\n"
+    ).encode()
+    # One large body on its way holds 100 000 of the 150 000 bytes of the budget...
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as holder:
+        holder.sendall(head + b'{"model": ')
+        # ...so a second one is refused before the application sees it.
+        refused = raw_exchange(d, head)
+    assert refused.startswith(b"HTTP/1.1 503 "), refused[:200]
+    assert b"body_memory_full" in refused
+    late = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {key}\r\nContent-Length: 50\r\n\r\n"
+    ).encode()
+    assert raw_exchange(d, late).startswith(b"HTTP/1.1 408 ")  # the body never came
+
+    counted = requests_by_reason(d.metrics()) - before
+    assert counted[("", "400", "bad_http", "")] == 1
+    assert counted[("", "431", "bad_http", "")] == 1
+    assert counted[("", "503", "body_memory_full", "")] == 1
+    assert counted[("", "408", "body_timeout", "")] == 1
 
 
 def test_a_sane_client_request_id_is_kept_and_any_other_replaced(deployment: Deployment) -> None:

@@ -142,7 +142,7 @@ def test_a_silent_replica_is_left_for_another_after_response_header(
             assert response.status_code == 200
             assert response.headers["x-llmgw-replica"] == "r"
         metrics = httpx.get(gw.admin_url + "/metrics", timeout=5).text
-        assert 'llmgw_upstream_failures_total{endpoint="w",reason="HeaderTimeout"} 1.0' in metrics
+        assert 'llmgw_upstream_failures_total{endpoint="w",reason="header_timeout"} 1.0' in metrics
     finally:
         gw.stop()
 

@@ -276,6 +276,49 @@ def why_not(capacity: Capacity, need: Need) -> str:
     return _sentence(capacity, node, need, closest, what)
 
 
+MISFIT_REASONS: frozenset[str] = frozenset(
+    {
+        "no_profile",
+        "quota",
+        "no_gpu_class",
+        "no_ready_node",
+        "too_few_nodes",
+        "labels",
+        "engine",
+        "devices",
+        "cores",
+        "memory",
+        "disk",
+        "power",
+    }
+)
+"""Every reason a model may go unplaced for, as `misfit_reason` names them: a fixed
+set, since each is a label of `llmgw_control_placement_failures_total`."""
+
+_STAGE_REASONS = {
+    NO_LABELS: "labels",
+    NO_ENGINE: "engine",
+    NO_DEVICES: "devices",
+    NO_CORES: "cores",
+    NO_MEMORY: "memory",
+    NO_DISK: "disk",
+    NO_POWER: "power",
+}
+
+
+def misfit_reason(capacity: Capacity, need: Need) -> str:
+    """`why_not` as a word of MISFIT_REASONS: the same first check the closest nodes fail."""
+    if need.gpu_class and need.gpu_class not in capacity.by_class:
+        return "no_gpu_class"
+    ids = capacity.candidates(need.gpu_class, {})
+    if not ids:
+        return "no_ready_node"
+    stages = [check(capacity, capacity.nodes[i], need) for i in ids]
+    if FITS in stages:
+        return "too_few_nodes"
+    return _STAGE_REASONS[max(stages)]
+
+
 def _sentence(capacity: Capacity, node: NodeCapacity, need: Need, stage: int, what: str) -> str:
     p = need.profile
     nodes = "no ready node" if not need.gpu_class else f"no ready node with {need.gpu_class}"

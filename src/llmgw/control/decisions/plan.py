@@ -30,7 +30,7 @@ from llmgw.config.control import FacilityPolicy
 from llmgw.control.decisions.capacity import Capacity
 from llmgw.control.decisions.cluster import Assignment, ModelDemand, NodeView, ReplicaView
 from llmgw.control.decisions.desired import DEFAULT_IDLE_TIMEOUT, Desired, desired, placeable
-from llmgw.control.decisions.placement import Choice, Need, needs_of, place, why_not
+from llmgw.control.decisions.placement import Choice, Need, misfit_reason, needs_of, place, why_not
 from llmgw.control.decisions.preemption import Victim, preempt
 from llmgw.control.decisions.quotas import Quotas
 
@@ -76,6 +76,11 @@ class Plan:
     starts: tuple[Start, ...]
     stops: tuple[Stop, ...]
     explanations: Mapping[str, tuple[str, ...]]
+    wanted: Mapping[str, int]
+    """Each placed model's floor: the live replicas it should have now."""
+    unplaced: Mapping[str, str]
+    """The models left below their floor, each with why in one word of
+    `placement.MISFIT_REASONS` (for the metrics; `explanations` says it in full)."""
 
     @property
     def empty(self) -> bool:
@@ -163,6 +168,7 @@ class _Pass:
     live: dict[str, list[ReplicaView]] = field(default_factory=dict)
     wanted: dict[str, Desired] = field(default_factory=dict)
     unsaid: dict[str, int] = field(default_factory=dict)
+    unplaced: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> Plan:
         served = self._served()
@@ -178,6 +184,8 @@ class _Pass:
             starts=tuple(self.starts),
             stops=tuple(self.stops),
             explanations=MappingProxyType({k: tuple(v) for k, v in self.said.items()}),
+            wanted=MappingProxyType({name: want.floor for name, want in self.wanted.items()}),
+            unplaced=MappingProxyType(dict(self.unplaced)),
         )
 
     def _say(self, model: str, sentence: str) -> None:
@@ -326,11 +334,17 @@ class _Pass:
 
     def _explain_misfit(self, m: Model, needs: Sequence[Need], capacity: Capacity) -> None:
         if not needs:
+            self.unplaced[m.name] = "no_profile"
             classes = ", ".join(capacity.classes) or "none"
             self._say(
                 m.name, f"cannot place a replica: no profile's card is on a ready node (classes: {classes})"
             )
             return
+        first = needs[0]
+        if self.quotas.blocked(first.owner, first.cards, capacity.owner_cards) is not None:
+            self.unplaced[m.name] = "quota"
+        else:
+            self.unplaced[m.name] = misfit_reason(capacity, first)
         for need in needs[:MAX_SENTENCES_PER_KIND]:
             blocked = self.quotas.blocked(need.owner, need.cards, capacity.owner_cards)
             reason = why_not(capacity, need) if blocked is None else blocked.sentence(need.owner)

@@ -134,6 +134,11 @@ class AgentHub:
     def connected(self, node_id: str) -> bool:
         return node_id in self._sockets
 
+    @property
+    def connections(self) -> int:
+        """Agents connected now."""
+        return len(self._sockets)
+
     async def send(self, node_id: str, message: ControlMessage) -> bool:
         """Sends one message; False when the node is not connected or the socket broke
         (the next registration resends what matters)."""

@@ -61,6 +61,7 @@ from llmgw.protocol.messages import (
 )
 from llmgw.protocol.tls import AgentListener, agent_listener
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
+from llmgw.router.metrics import Histogram
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +148,12 @@ class ControlPlane:
         is_leader: Callable[[], bool] = lambda: True,
         term: Callable[[], int | None] | None = None,
         engine_secret: bytes = b"",
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.config = config
+        self._timer = timer
+        self.pass_seconds = Histogram()
+        """How long each reconcile pass took (llmgw_control_reconcile_duration_seconds)."""
         self._catalog = catalog
         self.listener = listener
         self.is_leader = is_leader
@@ -314,9 +319,13 @@ class ControlPlane:
         self._wake.set()
 
     async def run_pass(self) -> None:
-        """One pass: leadership looked at, then the reconciler's pass."""
-        await self.observe_leadership()
-        await self.reconciler.run_pass()
+        """One pass: leadership looked at, then the reconciler's pass; timed, failed or not."""
+        began = self._timer()
+        try:
+            await self.observe_leadership()
+            await self.reconciler.run_pass()
+        finally:
+            self.pass_seconds.observe(self._timer() - began)
 
     # --- the router's seams ---------------------------------------------------------
 

@@ -140,6 +140,9 @@ class Reconciler:
         self._draining: dict[str, asyncio.Task[None]] = {}
         self.last_plan: Plan | None = None
         self.passes = 0
+        # Passes that left a model below its floor, by model and why (one word of
+        # placement.MISFIT_REASONS), for llmgw_control_placement_failures_total.
+        self.placement_failures: dict[tuple[str, str], int] = {}
 
     # --- one pass -------------------------------------------------------------------
 
@@ -187,6 +190,8 @@ class Reconciler:
                 )
                 log.info("replica %s of %s: %s", start.replica_id, start.model, start.reason)
             self.last_plan = decided
+            for key in decided.unplaced.items():
+                self.placement_failures[key] = self.placement_failures.get(key, 0) + 1
         await self.send_due(term=term)
         self.publish()
         self.passes += 1
