@@ -176,7 +176,7 @@ def page(
             f'<h2>New key</h2><form method=post action="{PAGE}">{csrf}'
             f"<label>For <select name=project>{options}</select></label>"
             "<label>Name <input name=name maxlength=200></label>"
-            f"<label>Lifetime, like 30d{escape(hint)} <input name=ttl maxlength=20></label>"
+            f"<label>Lifetime, like 720h{escape(hint)} <input name=ttl maxlength=20></label>"
             "<button type=submit>Make the key</button></form>"
         )
     else:
