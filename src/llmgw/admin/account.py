@@ -25,7 +25,7 @@ import orjson
 
 from llmgw.admin.api import AdminApi
 from llmgw.config.auth import Auth
-from llmgw.errors import ApiError, BadRequest, NotFound
+from llmgw.errors import ApiError, BadRequest, NotFound, StoreError
 from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.identity.app import check_csrf
 from llmgw.identity.pages import document
@@ -52,13 +52,26 @@ class AccountKeys:
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
             return
-        who = await self._sessions.signed_in(scope.headers)
-        if who is None or not who.active:
-            if scope.method == "GET" and who is None:
+        try:
+            who = await self._sessions.signed_in(scope.headers)
+        except StoreError:
+            self._page(proto, 503, _refused("the account store cannot be reached: try again shortly"))
+            return
+        if who is None:
+            if scope.method == "GET":
                 proto.response_bytes(302, [("location", f"/auth/login?return_to={PAGE}"), _NO_STORE], b"")
             else:
-                self._page(proto, 401, _refused("sign in with an active account first, at /auth/login"))
+                self._page(proto, 401, _refused("nobody is signed in: sign in first, at /auth/login"))
             return
+        if not who.active:
+            self._page(proto, 403, _refused("your account waits for an administrator's approval"))
+            return
+        try:
+            await self._serve(scope, proto, who)
+        except StoreError:
+            self._page(proto, 503, _refused("the account store cannot be reached: try again shortly"))
+
+    async def _serve(self, scope: Scope, proto: HTTPProtocol, who: SignedIn) -> None:
         actor = Actor(who.user_id, who.roles)
         try:
             if scope.path == PAGE and scope.method == "GET":
@@ -76,7 +89,11 @@ class AccountKeys:
             else:
                 raise NotFound(f"{scope.method} {scope.path} is not a page: see {PAGE}", code="unknown_route")
         except ApiError as error:
-            self._page(proto, error.status, await self._render(actor, who, error=error.message))
+            try:
+                body = await self._render(actor, who, error=error.message)
+            except ApiError:  # the list itself failed: the refusal alone, then
+                body = _refused(error.message)
+            self._page(proto, error.status, body)
 
     async def _create(self, actor: Actor, form: dict[str, str]) -> dict[str, Any]:
         body: dict[str, Any] = {"name": form.get("name", "")}

@@ -229,6 +229,43 @@ def test_a_team_admin_keys_and_joins_their_teams_projects_only(issuer: str, gate
         tina.close()
 
 
+def test_an_org_admin_manages_everything_in_their_org_and_nothing_outside(
+    issuer: str, gateway: GatewayProcess
+) -> None:
+    for kind, body in (
+        ("orgs", {"id": "globex"}),
+        ("teams", {"id": "sales", "org": "globex"}),
+        ("projects", {"id": "crm", "team": "sales"}),
+    ):
+        assert _admin(gateway, "POST", kind, body).status_code == 201
+    olga = Person(gateway, issuer, "olga")
+    try:
+        granted = _cli(gateway, "grant", "olga", "--org", "acme", "--role", "admin")
+        assert granted.returncode == 0, granted.stderr
+        olga.wait_for_role("org", "acme", "admin")
+        projects = {p["id"] for p in olga.call("GET", "projects").json()["data"]}
+        assert {"chat", "eval", "infra"} <= projects
+        assert "crm" not in projects
+        assert [o["id"] for o in olga.call("GET", "orgs").json()["data"]] == ["acme"]
+
+        assert olga.call("POST", "teams", {"id": "ml", "org": "acme"}).status_code == 201
+        assert olga.call("POST", "teams", {"id": "ml2", "org": "globex"}).status_code == 404
+        assert olga.call("PUT", "users/mia/roles/team/ml", {"role": "admin"}).status_code == 200
+        assert olga.call("PUT", "users/mia/roles/org/globex", {"role": "admin"}).status_code == 404
+        assert olga.call("POST", "keys", {"project": "infra", "name": "ops"}).status_code == 201
+        assert olga.call("GET", "keys?project=crm").status_code == 404
+        assert olga.call("PATCH", "orgs/acme", {"rpm": 1}).json()["error"]["code"] == "operator_only"
+        assert olga.call("DELETE", "orgs/acme").status_code == 403
+
+        revoked = _cli(gateway, "revoke", "olga", "--org", "acme")
+        assert revoked.returncode == 0, revoked.stderr
+        _until(
+            lambda: olga.call("GET", "keys?project=infra").status_code == 404, "the revoked role's reach gone"
+        )
+    finally:
+        olga.close()
+
+
 def test_no_session_is_401_and_the_admin_token_is_not_taken_on_the_client_port(
     gateway: GatewayProcess,
 ) -> None:
