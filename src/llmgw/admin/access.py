@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llmgw.admin import models as m
-from llmgw.errors import BadRequest, Forbidden, NotFound
+from llmgw.errors import Forbidden, NotFound
 from llmgw.identity.roles import Action, Actor, Kind, Target, Tree, Verdict, decide, may
 from llmgw.store import Store
 from llmgw.store.grants import role_kind
@@ -105,8 +105,11 @@ class Access:
         ident = rest[0]
         if kind == "user" and len(rest) == 4 and rest[1] == "roles":
             scope_kind = role_kind(rest[2])
-            if scope_kind is None:
-                raise BadRequest(f"roles are held in an org, team or project, not {rest[2]!r}", param="kind")
+            if scope_kind is None:  # the operator's answer too (Handlers._role)
+                raise NotFound(
+                    f"/api/users/{ident}/roles/{rest[2]}: roles are held in an org, team or project",
+                    code="unknown_route",
+                )
             await self.allow(actor, "manage", scope_kind, rest[3])
             return
         if method == "GET" and len(rest) == 1:
