@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmgw.errors import StoreMissing
-from llmgw.store import Scope, Store
+from llmgw.store import Scope, Store, schema
 from llmgw.store.people import Person, Role
 
 NOW = 1_800_000_000.0
@@ -54,7 +54,11 @@ def test_grants_in_each_kind_and_granting_again_changes_the_role(tmp_path: Path)
 
 def test_a_grant_makes_a_sign_in_membership_the_operators(tmp_path: Path) -> None:
     async def scenario(store: Store) -> None:
-        await store.people.set_team_group("research", "llm-research", NOW)
+        # The team names the group (written as the admin API's team field does).
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                schema.teams.update().where(schema.teams.c.id == "research").values(idp_group="llm-research")
+            )
         await store.people.sync_oidc_teams("ada", ["llm-research"], NOW)
         assert await store.people.roles("ada") == (Role("team", "research", "member", "oidc"),)
         await store.grants.grant("ada", "team", "research", "admin", NOW)
