@@ -250,12 +250,15 @@ def test_an_org_admin_manages_everything_in_their_org_and_nothing_outside(
 
         assert olga.call("POST", "teams", {"id": "ml", "org": "acme"}).status_code == 201
         assert olga.call("POST", "teams", {"id": "ml2", "org": "globex"}).status_code == 404
-        assert olga.call("PUT", "users/mia/roles/team/ml", {"role": "admin"}).status_code == 200
-        assert olga.call("PUT", "users/mia/roles/org/globex", {"role": "admin"}).status_code == 404
+        assert olga.call("PUT", "users/olga/roles/team/ml", {"role": "admin"}).status_code == 200
+        assert olga.call("PUT", "users/olga/roles/org/globex", {"role": "admin"}).status_code == 404
         assert olga.call("POST", "keys", {"project": "infra", "name": "ops"}).status_code == 201
         assert olga.call("GET", "keys?project=crm").status_code == 404
         assert olga.call("PATCH", "orgs/acme", {"rpm": 1}).json()["error"]["code"] == "operator_only"
         assert olga.call("DELETE", "orgs/acme").status_code == 403
+        page = olga.browser.http.get(gateway.url + "/account/keys").text
+        assert '<option value="infra">project infra</option>' in page
+        assert 'value="crm"' not in page
 
         revoked = _cli(gateway, "revoke", "olga", "--org", "acme")
         assert revoked.returncode == 0, revoked.stderr
