@@ -14,8 +14,6 @@ do exactly what /api lets them do, with the same key-making code and the same bo
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -41,13 +39,10 @@ _MAX_FORM_FIELDS = 10
 class AccountKeys:
     """The /account pages over the people's admin API."""
 
-    def __init__(
-        self, api: AdminApi, sessions: SessionManager, auth: Auth, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, api: AdminApi, sessions: SessionManager, auth: Auth) -> None:
         self._api = api
         self._sessions = sessions
         self._auth = auth
-        self._clock = clock
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
