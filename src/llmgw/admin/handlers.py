@@ -21,6 +21,7 @@ from llmgw.config import Settings
 from llmgw.core.durations import format_duration, parse_duration
 from llmgw.errors import BadRequest, Forbidden, MethodNotAllowed, NotFound
 from llmgw.store import KeyRow, Membership, Scope, ScopeKind, Store
+from llmgw.store.grants import role_kind
 from llmgw.store.rows import SCOPE_KINDS
 from llmgw.store.usage import GROUPS
 
@@ -119,6 +120,8 @@ class Handlers:
                 return 201, m.scope_json(scope)
             raise MethodNotAllowed(f"/api/{kind}s takes GET or POST")
         scope_id = rest[0]
+        if kind == "user" and len(rest) == 4 and rest[1] == "roles":
+            return await self._role(method, scope_id, rest[2], rest[3], body)
         if kind == "user" and len(rest) == 2:
             return await self._decide_signup(method, scope_id, rest[1])
         if kind == "team" and rest[1:] == ["members"] and method == "GET":
@@ -159,6 +162,26 @@ class Handlers:
         if status == "rejected":
             await self._store.sessions.end_for_user(user_id)
         return 200, {"id": person.id, "email": person.email, "name": person.name, "status": person.status}
+
+    async def _role(
+        self, method: str, user_id: str, text: str, scope_id: str, body: dict[str, Any]
+    ) -> Answer:
+        """PUT or DELETE /api/users/<id>/roles/<org|team|project>/<id>: a role granted
+        (or changed) and revoked; sessions see it within auth.cache_ttl."""
+        kind = role_kind(text)
+        if kind is None:
+            raise NotFound(
+                f"/api/users/{user_id}/roles/{text}: roles are held in an org, team or project",
+                code="unknown_route",
+            )
+        if method == "PUT":
+            role = m.RoleBody.model_validate(body).role
+            await self._store.grants.grant(user_id, kind, scope_id, role, self._clock())
+            return 200, {"user": user_id, "kind": kind, "id": scope_id, "role": role}
+        if method == "DELETE":
+            await self._store.grants.revoke(user_id, kind, scope_id)
+            return 200, {"revoked": f"{user_id} in {kind} {scope_id}"}
+        raise MethodNotAllowed(f"/api/users/{user_id}/roles/{kind}/{scope_id} takes PUT or DELETE")
 
     def _refresh_gate(self, scope: Scope) -> None:
         if self._gate is not None:

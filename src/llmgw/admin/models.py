@@ -90,6 +90,12 @@ class MembershipBody(Body):
     role: Literal["member", "admin"] = "member"
 
 
+class RoleBody(Body):
+    """PUT /api/users/<id>/roles/<kind>/<id>: the role granted there."""
+
+    role: Literal["member", "admin"]
+
+
 class KeyBody(Body):
     project: Ident | None = None
     user: Ident | None = None

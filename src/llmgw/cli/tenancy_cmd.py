@@ -224,7 +224,56 @@ def scope_app(kind: str, parent: str | None) -> typer.Typer:
     if kind == "user":
         _membership_commands(app)
         _signup_commands(app)
+        _role_commands(app)
     return app
+
+
+_ROLE_SCOPES = {
+    "org": typer.Option(None, "--org", help="The organisation the role is held in."),
+    "team": typer.Option(None, "--team", help="The team the role is held in."),
+    "project": typer.Option(None, "--project", help="The project the role is held in."),
+}
+
+
+def _role_scope(org: str | None, team: str | None, project: str | None) -> tuple[str, str]:
+    given = [(kind, ident) for kind, ident in (("org", org), ("team", team), ("project", project)) if ident]
+    if len(given) != 1:
+        raise fail(ValueError("a role is held in one place: give exactly one of --org, --team and --project"))
+    return given[0]
+
+
+def _role_commands(app: typer.Typer) -> None:
+    @app.command("grant")
+    def grant(
+        ctx: typer.Context,
+        user: str = typer.Argument(..., metavar="USER"),
+        org: str | None = _ROLE_SCOPES["org"],
+        team: str | None = _ROLE_SCOPES["team"],
+        project: str | None = _ROLE_SCOPES["project"],
+        role: str = typer.Option(
+            ..., "--role", help="admin (manages what is under it, and its keys) or member (sees it)."
+        ),
+    ) -> None:
+        """Makes USER admin or member of one org, team or project (docs/identity.md, Roles);
+        their sessions see it within auth.cache_ttl."""
+        if role not in ("admin", "member"):
+            raise fail(ValueError(f"--role {role!r} is not a role: use admin or member"))
+        kind, ident = _role_scope(org, team, project)
+        call(ctx, "PUT", f"users/{user}/roles/{kind}/{ident}", {"role": role})
+        typer.echo(f"{user} is {role} of {kind} {ident}")
+
+    @app.command("revoke")
+    def revoke(
+        ctx: typer.Context,
+        user: str = typer.Argument(..., metavar="USER"),
+        org: str | None = _ROLE_SCOPES["org"],
+        team: str | None = _ROLE_SCOPES["team"],
+        project: str | None = _ROLE_SCOPES["project"],
+    ) -> None:
+        """Ends USER's role in one org, team or project."""
+        kind, ident = _role_scope(org, team, project)
+        call(ctx, "DELETE", f"users/{user}/roles/{kind}/{ident}")
+        typer.echo(f"{user} holds no role in {kind} {ident} now")
 
 
 def _signup_commands(app: typer.Typer) -> None:

@@ -272,6 +272,8 @@ def me_json(who: SignedIn) -> dict[str, object]:
         "email": who.email,
         "status": who.status,
         "roles": [{"kind": r.kind, "id": r.id, "role": r.role, "source": r.source} for r in who.roles],
+        # What /api wants in x-csrf-token on a change; only this site's pages can read it.
+        "csrf_token": who.csrf_token,
     }
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmgw.admin import token as admin_token
+from llmgw.admin.account import AccountKeys
 from llmgw.admin.api import AdminApi
 from llmgw.admin.debug_routes import DebugRoutes
 from llmgw.auth import AuthGate
@@ -211,6 +212,13 @@ def _identity(settings: Settings, tenancy: Tenancy | None, config_dir: Path | No
     return build_identity(settings.auth, tenancy.store, config_dir=config_dir)
 
 
+def people_routes(settings: Settings, tenancy: Tenancy, identity: IdentityApp) -> list[tuple[str, RsgiApp]]:
+    """The admin API for signed-in people and their keys page, for the client port: a
+    session, never the admin token, is taken there."""
+    people = AdminApi(settings, tenancy.store, None, tenancy.gate, sessions=identity.sessions)
+    return [("/api", people), ("/account", AccountKeys(people, identity.sessions, settings.auth))]
+
+
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
     token = _admin_token(settings, config_dir)
     async with _tenancy(settings, config_dir, token) as tenancy:
@@ -221,6 +229,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         )
         if tenancy is not None:
             mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir)
+        if identity is not None and tenancy is not None:
+            mounts += people_routes(settings, tenancy, identity)
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from llmgw.store import migrate
 from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
+from llmgw.store.grants import GrantRepo
 from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
 from llmgw.store.people import PeopleRepo
@@ -37,6 +38,7 @@ class Store:
         self.guard = GuardRepo(engine)
         self.people = PeopleRepo(engine)
         self.sessions = SessionRepo(engine)
+        self.grants = GrantRepo(engine)
         self.counters = CounterRepo(engine, self._sqlite)
         self.usage = UsageRepo(engine, self._sqlite)
         self.provisioning = ProvisioningRepo(engine, self._sqlite)
