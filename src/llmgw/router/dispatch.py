@@ -31,6 +31,7 @@ from llmgw.errors import (
 from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import ENGINE_AUTH_STATUSES, as_api_error, stream_error_event
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
+from llmgw.obs.logs import current_trace_id
 from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
@@ -262,6 +263,9 @@ class Dispatcher:
                         None,
                         finished,
                         request.account,
+                        request.kind.path,
+                        request.band,
+                        current_trace_id(),
                     )
                 )
                 return True
@@ -327,6 +331,9 @@ class Dispatcher:
                 first_byte,
                 finished,
                 request.account,
+                request.kind.path,
+                request.band,
+                current_trace_id(),
             )
         )
 

@@ -20,6 +20,8 @@ from llmgw.config import Settings
 from llmgw.config.router import Cors
 from llmgw.guard import Guardrails, PolicySet
 from llmgw.guard.counts import GuardCollector
+from llmgw.obs.access import AccessLog
+from llmgw.router.access_log import AccessRecorder
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -132,6 +134,9 @@ class Gateway:
         if auth is not None:
             self.registry.register(auth.collector)
             self.usage.consumers.append(self._account)
+        self.access = AccessRecorder(AccessLog(), clock=clock) if router.access_log else None
+        if self.access is not None:
+            self.usage.consumers.append(self.access.finished)
         self.watchdog = Watchdog()
         self.departures = Departures()
         timeouts = router.timeouts
@@ -185,6 +190,7 @@ class Gateway:
             cors=_cors(router.cors),
             clock=clock,
             guard=self.guard,
+            access=self.access,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
@@ -223,16 +229,21 @@ class Gateway:
     async def background(self) -> list[asyncio.Task[None]]:
         """Starts the loops the request path relies on: scraping and usage accounting."""
         await self.scraper.scrape_all()
-        return [
+        tasks = [
             asyncio.create_task(self.scraper.run(), name="scraper"),
             asyncio.create_task(self.usage.run(), name="usage"),
             asyncio.create_task(self.watchdog.run(), name="watchdog"),
             asyncio.create_task(self.departures.run(), name="departures"),
             asyncio.create_task(self.flow.run(), name="admission"),
         ]
+        if self.access is not None:
+            tasks.append(asyncio.create_task(self.access.run(), name="access-log"))
+        return tasks
 
     def close(self) -> None:
         self.usage.drain()
+        if self.access is not None:
+            self.access.flush()
         self.client.close()
 
 

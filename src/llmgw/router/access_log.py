@@ -1,0 +1,93 @@
+"""The gateway's access lines (llmgw.obs.access), made off the request path.
+
+Answered requests arrive in the batches the usage sink drains (`finished`), with their
+tokens already read. Refusals the gateway makes itself are not usage records, so they
+wait in a bounded queue of their own, taken by `run` in batches: a flood of 429s or
+503s is exactly when the process has no time to spare for writing a line per request
+as it refuses it. A full queue drops the line and counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from llmgw.obs.access import AccessLine, AccessLog
+from llmgw.router.usage import Finished
+
+_METHOD = "POST"  # every route a usage record is made for takes POST
+
+
+def answered_line(finished: Finished, wall_offset: float) -> AccessLine:
+    """The access line of a request a replica answered; `wall_offset` makes the request
+    path's monotonic times UNIX time."""
+    record, tokens = finished
+    account = record.account
+    return AccessLine(
+        time_s=record.finished + wall_offset,
+        request_id=record.request_id,
+        trace_id=record.trace_id,
+        method=_METHOD,
+        route=record.route.decode("latin-1"),
+        model=record.model,
+        status=record.status,
+        band=record.band,
+        replica=record.endpoint,
+        stream=record.stream,
+        prompt_tokens=None if tokens is None else tokens.prompt,
+        completion_tokens=None if tokens is None else tokens.completion,
+        ttft_s=None if record.first_byte is None else record.first_byte - record.started,
+        total_s=record.finished - record.started,
+        key_id=None if account is None else account.principal.key_id,
+    )
+
+
+class AccessRecorder:
+    """Writes the access lines of answered requests (a usage sink consumer) and of
+    refusals (queued by `refused`)."""
+
+    def __init__(
+        self,
+        log: AccessLog,
+        capacity: int = 65536,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._log = log
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._refusals: deque[AccessLine] = deque()
+        self._capacity = capacity
+        self._wake = asyncio.Event()
+        self.dropped = 0
+        """Refusals' lines not written because the queue was full."""
+
+    def finished(self, batch: Sequence[Finished]) -> None:
+        offset = self._wall_clock() - self._clock()
+        self._log.write([answered_line(item, offset) for item in batch])
+
+    def refused(self, line: AccessLine) -> None:
+        """Queues a refusal's line; never blocks."""
+        if len(self._refusals) >= self._capacity:
+            self.dropped += 1
+            return
+        self._refusals.append(line)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def flush(self) -> int:
+        """Writes every queued refusal's line; returns how many."""
+        lines = list(self._refusals)
+        self._refusals.clear()
+        self._log.write(lines)
+        return len(lines)
+
+    async def run(self, interval: float = 0.05) -> None:
+        """Writes the queued lines whenever there are some, at most every `interval`."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.flush()
+            await asyncio.sleep(interval)
