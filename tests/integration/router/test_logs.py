@@ -23,6 +23,8 @@ from support.sims import endpoint, set_fault, sim
 PROMPT = "the-secret-prompt-7f3a9c"
 """A prompt no log line may repeat."""
 WAIT_S = 15.0
+START_S = 60.0
+"""How long a gateway may take to be ready: several start at once on a busy machine."""
 ACCESS = "llmgw.access"
 
 Line = dict[str, Any]
@@ -120,7 +122,7 @@ def _config(engines: Engines, **router: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def json_gateway(engines: Engines) -> Iterator[GatewayProcess]:
-    handle = start_gateway(_config(engines), log_level="info", args=("--log-format", "json"))
+    handle = start_gateway(_config(engines), timeout=START_S, log_level="info", args=("--log-format", "json"))
     try:
         yield handle
     finally:
@@ -233,9 +235,14 @@ def test_text_lines_say_key_value_and_access_log_off_writes_none(
     engines: Engines,
 ) -> None:
     with (
-        running_gateway(_config(engines), log_level="info", args=("--log-format", "text")) as text,
         running_gateway(
-            _config(engines, access_log=False), log_level="info", args=("--log-format", "json")
+            _config(engines), timeout=START_S, log_level="info", args=("--log-format", "text")
+        ) as text,
+        running_gateway(
+            _config(engines, access_log=False),
+            timeout=START_S,
+            log_level="info",
+            args=("--log-format", "json"),
         ) as quiet,
     ):
         with httpx.Client(timeout=WAIT_S) as client:
@@ -276,7 +283,7 @@ def auth_gateway(engines: Engines, tmp_path_factory: pytest.TempPathFactory) -> 
         # The setting alone chooses the format here (no --log-format).
         "log_format": "json",
     }
-    handle = start_gateway(config, log_level="info")
+    handle = start_gateway(config, timeout=START_S, log_level="info")
     try:
         yield handle
     finally:
