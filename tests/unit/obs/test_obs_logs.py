@@ -17,9 +17,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from llmgw.core.request_context import REQUEST_ID
-from llmgw.obs.access import AccessLine, AccessLog, access_fields
+from llmgw.obs.access import AccessLine, AccessLog, access_fields, as_line
 from llmgw.obs.logs import FIELDS, JsonFormatter, TextFormatter, current_trace_id, key_values
-from llmgw.router.access_log import AccessRecorder
+from llmgw.router.access_log import AccessRecorder, answered_line
+from llmgw.router.usage import Tokens, UsageRecord
 
 Captured = tuple[logging.Logger, io.StringIO, "logging.StreamHandler[io.StringIO]"]
 _RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -159,3 +160,40 @@ def test_a_silenced_access_logger_formats_nothing(captured: Captured) -> None:
     logger.setLevel(logging.WARNING)
     AccessLog(logger).write([AccessLine(0.0, "r", "", "GET", "/", "", 200)])
     assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answered_requests_line_has_the_fields_an_access_line_would(stream: bool) -> None:
+    record = UsageRecord(
+        "r9",
+        "m",
+        "gpu-1",
+        200,
+        stream,
+        None,
+        10.0,
+        10.05 if stream else None,
+        10.5,
+        None,
+        b"/v1/completions",
+        "gold",
+    )
+    line = answered_line((record, Tokens(7, 3)), 1_700_000_000.0)
+    same = AccessLine(
+        1_700_000_010.5,
+        "r9",
+        "",
+        "POST",
+        "/v1/completions",
+        "m",
+        200,
+        band="gold",
+        replica="gpu-1",
+        stream=stream,
+        prompt_tokens=7,
+        completion_tokens=3,
+        ttft_s=0.05 if stream else None,
+        total_s=0.5,
+    )
+    assert line == as_line(same)
+    assert list(line.fields) == list(as_line(same).fields)  # in the same order too
