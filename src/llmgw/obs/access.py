@@ -47,33 +47,26 @@ class AccessLine(NamedTuple):
 
 
 def access_fields(line: AccessLine) -> dict[str, object]:
-    """The line's named values, in the order a reader scans them, leaving out what it
-    does not know; times in milliseconds, rounded to the microsecond."""
-    fields: dict[str, object] = {"method": line.method, "route": line.route}
-    # One test per value rather than a filter over a dict of them all: this runs for
-    # every request.
-    if line.model:
-        fields["model"] = line.model
-    fields["status"] = line.status
-    if line.reason is not None:
-        fields["reason"] = line.reason
-    if line.band:
-        fields["band"] = line.band
-    if line.replica:
-        fields["replica"] = line.replica
-    if line.stream is not None:
-        fields["stream"] = line.stream
-    if line.prompt_tokens is not None:
-        fields["prompt_tokens"] = line.prompt_tokens
-    if line.completion_tokens is not None:
-        fields["completion_tokens"] = line.completion_tokens
-    if line.ttft_s is not None:
-        fields["ttft_ms"] = round(line.ttft_s * 1000, 3)
-    if line.total_s is not None:
-        fields["total_ms"] = round(line.total_s * 1000, 3)
-    if line.key_id:
-        fields["key_id"] = line.key_id
-    return fields
+    """The line's named values, in the order a reader scans them, the same keys on every
+    line (None for what it does not know); times in milliseconds, to the microsecond."""
+    ttft_s, total_s = line.ttft_s, line.total_s
+    return {
+        "method": line.method,
+        "route": line.route,
+        "model": line.model or None,
+        "status": line.status,
+        "reason": line.reason,
+        "band": line.band or None,
+        "replica": line.replica or None,
+        "stream": line.stream,
+        "prompt_tokens": line.prompt_tokens,
+        "completion_tokens": line.completion_tokens,
+        "ttft_ms": None if ttft_s is None else round(ttft_s * 1000, 3),
+        "total_ms": None if total_s is None else round(total_s * 1000, 3),
+        "key_id": line.key_id or None,
+        "request_id": line.request_id,
+        "trace_id": line.trace_id or None,
+    }
 
 
 class AccessLog:
@@ -102,10 +95,4 @@ class AccessLog:
 
 def as_line(line: AccessLine) -> Line:
     """The log line an access line is written as."""
-    return Line(
-        line.time_s,
-        f"{line.method} {line.route} {line.status}",
-        access_fields(line),
-        line.request_id,
-        line.trace_id,
-    )
+    return (line.time_s, f"{line.method} {line.route} {line.status}", access_fields(line))
