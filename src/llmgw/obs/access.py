@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from llmgw.obs.logs import LINES, Line
+from llmgw.obs.logs import LINES, Batch, Row
 
 ACCESS_LOGGER = "llmgw.access"
 
@@ -46,27 +46,51 @@ class AccessLine(NamedTuple):
     """Why the gateway refused it (a label of llmgw.http.responses.REASONS)."""
 
 
-def access_fields(line: AccessLine) -> dict[str, object]:
-    """The line's named values, in the order a reader scans them, the same keys on every
-    line (None for what it does not know); times in milliseconds, to the microsecond."""
+ACCESS_KEYS: tuple[str, ...] = (
+    "method",
+    "route",
+    "model",
+    "status",
+    "reason",
+    "band",
+    "replica",
+    "stream",
+    "prompt_tokens",
+    "completion_tokens",
+    "ttft_ms",
+    "total_ms",
+    "key_id",
+    "request_id",
+    "trace_id",
+)
+"""An access line's fields, in the order a reader scans them; every line has them all."""
+
+
+def access_row(line: AccessLine) -> Row:
+    """The row an access line is written as: its values in ACCESS_KEYS' order, None for
+    what it does not know; times in milliseconds, to the microsecond."""
     ttft_s, total_s = line.ttft_s, line.total_s
-    return {
-        "method": line.method,
-        "route": line.route,
-        "model": line.model or None,
-        "status": line.status,
-        "reason": line.reason,
-        "band": line.band or None,
-        "replica": line.replica or None,
-        "stream": line.stream,
-        "prompt_tokens": line.prompt_tokens,
-        "completion_tokens": line.completion_tokens,
-        "ttft_ms": None if ttft_s is None else round(ttft_s * 1000, 3),
-        "total_ms": None if total_s is None else round(total_s * 1000, 3),
-        "key_id": line.key_id or None,
-        "request_id": line.request_id,
-        "trace_id": line.trace_id or None,
-    }
+    return (
+        line.time_s,
+        f"{line.method} {line.route} {line.status}",
+        (
+            line.method,
+            line.route,
+            line.model or None,
+            line.status,
+            line.reason,
+            line.band or None,
+            line.replica or None,
+            line.stream,
+            line.prompt_tokens,
+            line.completion_tokens,
+            None if ttft_s is None else round(ttft_s * 1000, 3),
+            None if total_s is None else round(total_s * 1000, 3),
+            line.key_id or None,
+            line.request_id,
+            line.trace_id or None,
+        ),
+    )
 
 
 class AccessLog:
@@ -83,16 +107,11 @@ class AccessLog:
 
     def write(self, lines: list[AccessLine]) -> None:
         if lines and self.enabled:
-            self.write_lines([as_line(line) for line in lines])
+            self.write_rows([access_row(line) for line in lines])
 
-    def write_lines(self, batch: list[Line]) -> None:
-        """Writes lines made already (by `as_line`, or by a caller that knows a quicker
-        way to the same fields)."""
-        if batch:
+    def write_rows(self, rows: list[Row]) -> None:
+        """Writes rows made already (by `access_row`, or by a caller that knows a quicker
+        way to the same values)."""
+        if rows:
             # The message is what a formatter other than llmgw's shows of the batch.
-            self._log.info("%d access lines", len(batch), extra={LINES: batch})
-
-
-def as_line(line: AccessLine) -> Line:
-    """The log line an access line is written as."""
-    return (line.time_s, f"{line.method} {line.route} {line.status}", access_fields(line))
+            self._log.info("%d access lines", len(rows), extra={LINES: Batch(ACCESS_KEYS, rows)})

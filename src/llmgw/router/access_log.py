@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from llmgw.obs.access import AccessLine, AccessLog
-from llmgw.obs.logs import Line
+from llmgw.obs.logs import Row
 from llmgw.router.usage import Finished
 
 _METHOD = "POST"  # every route a usage record is made for takes POST
@@ -24,35 +24,35 @@ _ROUTES = {
 }
 
 
-def answered_line(finished: Finished, wall_offset: float) -> Line:
-    """The log line of a request a replica answered, with the fields
-    llmgw.obs.access.access_fields gives an AccessLine, made straight from the usage
-    record in one expression: this runs once per request, and an AccessLine between,
-    or a test per field, cost a quarter of the line each. `wall_offset` makes the
-    request path's monotonic times UNIX time."""
+def answered_row(finished: Finished, wall_offset: float) -> Row:
+    """The row of a request a replica answered: what llmgw.obs.access.access_row makes
+    of an AccessLine, made straight from the usage record in one expression, since
+    this runs once per request (an AccessLine between, or a test per field, cost a
+    quarter of the line each). `wall_offset` makes the request path's monotonic times
+    UNIX time."""
     record, tokens = finished
     route = _ROUTES.get(record.route) or record.route.decode("latin-1")
     status, started, first_byte, account = record.status, record.started, record.first_byte, record.account
     return (
         record.finished + wall_offset,
         f"{_METHOD} {route} {status}",
-        {
-            "method": _METHOD,
-            "route": route,
-            "model": record.model,
-            "status": status,
-            "reason": None,
-            "band": record.band or None,
-            "replica": record.endpoint,
-            "stream": record.stream,
-            "prompt_tokens": None if tokens is None else tokens.prompt,
-            "completion_tokens": None if tokens is None else tokens.completion,
-            "ttft_ms": None if first_byte is None else round((first_byte - started) * 1000, 3),
-            "total_ms": round((record.finished - started) * 1000, 3),
-            "key_id": None if account is None else account.principal.key_id,
-            "request_id": record.request_id,
-            "trace_id": record.trace_id or None,
-        },
+        (
+            _METHOD,
+            route,
+            record.model,
+            status,
+            None,
+            record.band or None,
+            record.endpoint,
+            record.stream,
+            None if tokens is None else tokens.prompt,
+            None if tokens is None else tokens.completion,
+            None if first_byte is None else round((first_byte - started) * 1000, 3),
+            round((record.finished - started) * 1000, 3),
+            None if account is None else account.principal.key_id,
+            record.request_id,
+            record.trace_id or None,
+        ),
     )
 
 
@@ -80,7 +80,7 @@ class AccessRecorder:
         if not self._log.enabled:
             return
         offset = self._wall_clock() - self._clock()
-        self._log.write_lines([answered_line(item, offset) for item in batch])
+        self._log.write_rows([answered_row(item, offset) for item in batch])
 
     def refused(self, line: AccessLine) -> None:
         """Queues a refusal's line; never blocks."""
