@@ -10,7 +10,8 @@ them as JSON members and text as `key=value`.
 
 Lines are made off the request path, from the batches the gateway already hands to
 its accountants (llmgw.router.access_log), and a batch is one log record of many lines
-(llmgw.obs.logs.LINES): logging's cost per record is ten times a line's.
+(llmgw.obs.logs.LINES): logging's cost per record is more than a line's. What a line
+still costs is in bench/results/obs-access-log-2026-12-03.md.
 """
 
 from __future__ import annotations

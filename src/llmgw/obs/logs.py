@@ -12,8 +12,9 @@ object, or appended as `key=value` to the text line.
 A record may instead carry a batch of lines with the same keys (`extra={"lines":
 Batch(keys, rows)}`), each row its own time, message and values (its ids among them),
 written as that many lines. The access log (llmgw.obs.access) writes its lines so: a
-record costs about 25 µs to make and pass through logging's machinery (finding the
-caller, the handler's lock), and a row, a tuple, is turned into its JSON object by
+record costs more to make and pass through logging's machinery (finding the caller,
+the handler's lock) than a line to format (bench/results/obs-access-log-2026-12-03.md),
+and a row, a tuple, is turned into its JSON object by
 `dict(zip(keys, values))` and orjson, calls into C rather than a step of Python per
 field. A batch keeps its None values: JSON writes them as null (every line of a kind
 has the same keys, which a log pipeline's schema likes); text leaves them out.

@@ -26,10 +26,9 @@ _ROUTES = {
 
 def answered_row(finished: Finished, wall_offset: float) -> Row:
     """The row of a request a replica answered: what llmgw.obs.access.access_row makes
-    of an AccessLine, made straight from the usage record in one expression, since
-    this runs once per request (an AccessLine between, or a test per field, cost a
-    quarter of the line each). `wall_offset` makes the request path's monotonic times
-    UNIX time."""
+    of an AccessLine, made straight from the usage record (this runs once per request;
+    a test checks the two agree). `wall_offset` makes the request path's monotonic
+    times UNIX time."""
     record, tokens = finished
     route = _ROUTES.get(record.route) or record.route.decode("latin-1")
     status, started, first_byte, account = record.status, record.started, record.first_byte, record.account
