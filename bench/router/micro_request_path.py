@@ -18,8 +18,13 @@ counted too; compare it with the same run without `--auth`. Under
 `valgrind --tool=callgrind` the instruction counts of the two do not depend on how busy
 the machine is.
 
+With `--log-format text|json` the process logs as `llmgw server --log-format` does, at
+info, to /dev/null (the formatting and the write are counted, not a terminal's
+drawing); with `--no-access-log` as well, `router.access_log` is off. Without either,
+logging is left unconfigured, as in the figures recorded before the access log.
+
     .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [--no-admission] \
-        [--auth] [--guard] [-n 20000]
+        [--auth] [--guard] [--log-format json] [--no-access-log] [-n 20000]
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import logging
+import os
 import random
 import tempfile
 import time
@@ -41,6 +48,7 @@ from procs import BENCH_KEY
 
 from llmgw.auth.gate import AuthGate
 from llmgw.config import settings_from_mapping
+from llmgw.obs.logs import install
 from llmgw.server import heap
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
@@ -198,13 +206,23 @@ GUARD = {
 
 
 async def main(
-    count: int, stream: bool, prefix: bool, admission: bool = True, auth: bool = False, guard: bool = False
+    count: int,
+    stream: bool,
+    prefix: bool,
+    admission: bool = True,
+    auth: bool = False,
+    guard: bool = False,
+    access_log: bool = True,
 ) -> None:
     mapping: dict[str, Any] = {
         "endpoints": [
             {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}", "models": ["m"]} for i in range(8)
         ],
-        "router": {"prefix": {"enabled": prefix}, "admission": {"enabled": admission}},
+        "router": {
+            "prefix": {"enabled": prefix},
+            "admission": {"enabled": admission},
+            "access_log": access_log,
+        },
     }
     if guard:
         mapping["guard"] = GUARD
@@ -271,5 +289,21 @@ if __name__ == "__main__":
     parser.add_argument("--no-admission", action="store_true")
     parser.add_argument("--auth", action="store_true", help="auth on: keys, limits, budgets, usage records")
     parser.add_argument("--guard", action="store_true", help="guard on: pii and secrets redacted, both ways")
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), help="log at info to /dev/null, in this format"
+    )
+    parser.add_argument("--no-access-log", action="store_true", help="router.access_log off")
     args = parser.parse_args()
-    uvloop.run(main(args.n, args.stream, args.prefix, not args.no_admission, args.auth, args.guard))
+    if args.log_format:
+        install(logging.INFO, args.log_format, open(os.devnull, "w"))  # noqa: SIM115 (open for the process's life)
+    uvloop.run(
+        main(
+            args.n,
+            args.stream,
+            args.prefix,
+            not args.no_admission,
+            args.auth,
+            args.guard,
+            not args.no_access_log,
+        )
+    )

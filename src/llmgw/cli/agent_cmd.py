@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from llmgw.cli.startup import cannot_start, configure_logging, refuse_config
+from llmgw.cli.startup import LOG_FORMAT_HELP, LOG_LEVEL_HELP, cannot_start, configure_logging, refuse_config
 from llmgw.errors import AgentError, ConfigError
 
 if TYPE_CHECKING:
@@ -170,7 +170,8 @@ def agent(
         [], "--engine-bin", help="ENGINE=PATH: the program for an engine, e.g. llamacpp=/opt/llama-server."
     ),
     mirror: str = typer.Option("", "--mirror", help="The model mirror's file URL, over the cluster's own."),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_level: str = typer.Option("info", "--log-level", help=LOG_LEVEL_HELP),
+    log_format: str = typer.Option("text", "--log-format", help=LOG_FORMAT_HELP),
 ) -> None:
     """Run the node agent: register this machine and run engine replicas for the control plane."""
     from llmgw.agent.binaries import engine_binaries, parse_engine_bins  # noqa: PLC0415 (see the imports)
@@ -178,7 +179,7 @@ def agent(
     from llmgw.agent.node import NodeConfig  # noqa: PLC0415
     from llmgw.protocol.tls import client_context  # noqa: PLC0415
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     try:
         if insecure and (tls_cert or tls_key or tls_ca):
             raise AgentError("--insecure and --tls-* exclude each other: choose one")

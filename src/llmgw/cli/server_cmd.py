@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from llmgw.cli.startup import STRICT_HELP, cannot_start, configure_logging, inert_warnings, refuse_config
+from llmgw.cli.startup import (
+    LOG_FORMAT_HELP,
+    LOG_LEVEL_HELP,
+    STRICT_HELP,
+    cannot_start,
+    checked_log_format,
+    configure_logging,
+    inert_warnings,
+    log_level_number,
+    refuse_config,
+)
 from llmgw.config import load_settings
 from llmgw.errors import ConfigError, StoreError
 
@@ -23,7 +33,13 @@ def server(
         help="The YAML configuration; without it, the embedded defaults.",
         show_default=False,
     ),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_level: str = typer.Option("info", "--log-level", help=LOG_LEVEL_HELP),
+    log_format: str | None = typer.Option(
+        None,
+        "--log-format",
+        help=LOG_FORMAT_HELP + " Default: the setting log_format (text).",
+        show_default=False,
+    ),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ) -> None:
     """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`.
@@ -34,15 +50,19 @@ def server(
     from llmgw.server.embedded import describe, embedded_settings  # noqa: PLC0415
     from llmgw.server.runner import serve  # noqa: PLC0415
 
-    configure_logging(log_level)
+    # Both refused before anything starts; the format is the setting's unless given.
+    log_level_number(log_level)
+    checked_log_format(log_format)
     try:
         if config is None:
             with embedded_settings(dict(os.environ)) as settings:
+                configure_logging(log_level, log_format or settings.log_format)
                 typer.echo(describe(settings), err=True)
                 inert_warnings(settings, strict=strict)
                 uvloop.run(serve(settings))
         else:
             settings = load_settings(config)
+            configure_logging(log_level, log_format or settings.log_format)
             inert_warnings(settings, strict=strict)
             uvloop.run(serve(settings, config_dir=config.parent))
     except ConfigError as exc:

@@ -21,6 +21,15 @@ DEFAULT_MONITORING_WINDOW = timedelta(hours=1)
 DEFAULT_MONITORING_TIMEOUT = timedelta(seconds=5)
 TRACING_PROTOCOLS: tuple[str, ...] = ("grpc", "http")
 OTEL_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+LOG_FORMATS: tuple[str, ...] = ("text", "json")
+"""How log lines are written: for a person (text) or a log pipeline (json)."""
+
+
+def check_log_format(value: str) -> str:
+    """`value` when it is a log format; ValueError saying the fix otherwise."""
+    if value not in LOG_FORMATS:
+        raise ValueError(f"{value!r} is not a log format: use text or json")
+    return value
 
 
 class Monitoring(Strict):

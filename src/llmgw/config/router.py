@@ -248,6 +248,10 @@ class Router(Strict):
     inject_usage: bool = True
     """Makes engines report token counts on every request, whether or not the client
     asked, so usage accounting is complete."""
+    access_log: bool = True
+    """One line per request on the logger llmgw.access (method, route, model, status,
+    band, replica, tokens, times, key id; never the key or the content), refusals the
+    gateway makes included. Off writes none."""
     tenant_label: str = "team"
     """Tenancy level used as the label of per-tenant metrics: org, team, project or
     none. Per-project series multiply quickly on big installations, and alerts tend to

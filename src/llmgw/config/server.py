@@ -35,7 +35,7 @@ from llmgw.config.firewall import Firewall, allowed_networks
 from llmgw.config.guard import Guard
 from llmgw.config.mirror import Mirror, Offline
 from llmgw.config.notify import Notify
-from llmgw.config.observability import Monitoring, Tracing
+from llmgw.config.observability import Monitoring, Tracing, check_log_format
 from llmgw.config.portal import Landing, Threads
 from llmgw.config.router import Router
 from llmgw.config.secrets import Secrets
@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     single-machine setups, tests and fully trusted networks."""
     monitoring: Monitoring = Field(default_factory=Monitoring)
     tracing: Tracing = Field(default_factory=Tracing)
+    log_format: str = "text"
+    """How log lines are written on stderr: text, for a person, or json, one object a
+    line for a log pipeline. `llmgw server --log-format` overrides it."""
     mirror: Mirror = Field(default_factory=Mirror)
     offline: Offline = Field(default_factory=Offline)
     engines: EngineVersions = Field(default_factory=dict)
@@ -162,6 +165,11 @@ class Settings(BaseSettings):
         # Constructing Settings never reads the process environment behind the caller's
         # back: the loader overlays the environment it is given (llmgw.config.environment).
         return (init_settings,)
+
+    @field_validator("log_format")
+    @classmethod
+    def _known_log_format(cls, value: str) -> str:
+        return check_log_format(value)
 
     @field_validator("models")
     @classmethod

@@ -30,6 +30,7 @@ from typing import cast
 
 import httptools
 
+from llmgw.core.request_context import REQUEST_ID, minted_request_id
 from llmgw.http.body_guard import BodyBudget, BodyRules, body_overdue
 from llmgw.http.http1_exchange import DateHeader, Exchange, RequestHeaders, RequestScope, response_head
 from llmgw.http.responses import JSON, error_body
@@ -394,7 +395,7 @@ class Http1Connection(asyncio.Protocol):
             exchange.keep_alive = False
             exchange.response_bytes(
                 500,
-                [("content-type", JSON)],
+                _failure_headers(),
                 error_body(
                     "the gateway failed to answer this request", "server_error", code="internal_error"
                 ),
@@ -414,7 +415,7 @@ class Http1Connection(asyncio.Protocol):
             exchange.keep_alive = False
             exchange.response_bytes(
                 500,
-                [("content-type", JSON)],
+                _failure_headers(),
                 error_body("no response", "server_error", code="internal_error"),
             )
             self._owner.refused(500)
@@ -581,8 +582,19 @@ def _budget_full_body() -> bytes:
 
 
 def _refusal_headers(status: int) -> list[tuple[str, str]]:
-    # A full budget empties as bodies arrive, in about a second.
-    return [("content-type", JSON), ("retry-after", "1")] if status == 503 else [("content-type", JSON)]
+    """A refusal made before any application saw the request: its id is minted here,
+    so this answer too can be found in the logs by the id the client got."""
+    headers = [("content-type", JSON), ("x-request-id", minted_request_id())]
+    if status == 503:
+        headers.append(("retry-after", "1"))  # a full budget empties as bodies arrive, in about a second
+    return headers
+
+
+def _failure_headers() -> list[tuple[str, str]]:
+    """A 500 made in the application's stead, in the request's task: the id the
+    application gave the request (llmgw.core.request_context), so the answer and the
+    logged traceback share it."""
+    return [("content-type", JSON), ("x-request-id", REQUEST_ID.get() or minted_request_id())]
 
 
 def _refusal_body(status: int, message: str) -> bytes:

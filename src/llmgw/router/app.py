@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 from llmgw.auth.tags import parse_tags
+from llmgw.core.request_context import REQUEST_ID
 from llmgw.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
 from llmgw.guard import FLAG_TAG, Hit, flag_tag
 from llmgw.http.responses import JSON, api_error_response, refusal_reason
 from llmgw.http.rsgi import App, HTTPProtocol, Scope
+from llmgw.obs.access import AccessLine
+from llmgw.obs.logs import current_trace_id
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.cors import CorsPolicy, WithHeaders
 from llmgw.router.counted import CountedProtocol
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
     from llmgw.auth.principal import Principal
     from llmgw.guard import Guardrails
+    from llmgw.router.access_log import AccessRecorder
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -84,6 +88,7 @@ class GatewayApp:
         wall_clock: Callable[[], float] = time.time,
         guard: Guardrails | None = None,
         mounts: Sequence[tuple[str, App]] = (),
+        access: AccessRecorder | None = None,
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -100,6 +105,7 @@ class GatewayApp:
         self._cors = cors
         self._guard = guard
         self._mounts = tuple(mounts)
+        self._access = access
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -110,6 +116,9 @@ class GatewayApp:
             return
         path = scope.path
         request_id = self._request_id(scope)
+        # Every line logged while this request is served carries its id: the task is
+        # this request's own (llmgw.http.http1), so the value ends with it.
+        REQUEST_ID.set(request_id)
         plain = proto
         cors = self._cors
         if cors is not None:
@@ -145,14 +154,19 @@ class GatewayApp:
                 for prefix, app in self._mounts:
                     if path == prefix or path.startswith(prefix + "/"):
                         route = prefix
-                        await app(scope, CountedProtocol(proto, self._metrics, prefix))
+                        await app(
+                            scope,
+                            CountedProtocol(
+                                WithHeaders(proto, (("x-request-id", request_id),)), self._metrics, prefix
+                            ),
+                        )
                         return
                 route = OTHER_ROUTE
                 raise NotFound(
                     f"{scope.method} {path} is not an API route: the API is under /v1", code="unknown_route"
                 )
         except ApiError as error:
-            self._refuse(proto, error, request_id, route, "", scope if kind is not None else None)
+            self._refuse(proto, error, request_id, route, "", scope, generation=kind is not None)
 
     def _refuse(
         self,
@@ -161,17 +175,43 @@ class GatewayApp:
         request_id: str,
         route: str,
         model: str,
-        scope: Scope | None,
+        scope: Scope,
+        *,
+        generation: bool,
+        band: str = "",
     ) -> None:
-        """Answers a refusal the gateway made, and counts it (`model` empty until the
-        request's model is resolved: a name the client made up is no metric label); one
-        on a generation route (`scope` given) also leaves a usage record with auth on."""
-        if scope is not None and self._auth is not None:
-            self._refused(scope, error.status, request_id)
+        """Answers a refusal the gateway made, counts it (`model` empty until the
+        request's model is resolved: a name the client made up is no metric label) and
+        queues its access line; one on a generation route also leaves a usage record
+        with auth on."""
+        auth = self._auth
+        # The caller, if its key is one this gateway knows (a 401 has none).
+        header = scope.headers.get("authorization")
+        principal = None if auth is None else auth.known(header, self._wall_clock())
+        if generation and auth is not None:
+            now = self._clock()
+            auth.refused(principal, error.status, request_id, now, now)
         status, headers, body = api_error_response(error)
         headers.append(("x-request-id", request_id))
-        self._metrics.refused(route, model, status, refusal_reason(error))
+        reason = refusal_reason(error)
+        self._metrics.refused(route, model, status, reason)
         proto.response_bytes(status, headers, body)
+        access = self._access
+        if access is not None:
+            access.refused(
+                AccessLine(
+                    self._wall_clock(),
+                    request_id,
+                    current_trace_id(),
+                    scope.method,
+                    scope.path,
+                    model,
+                    status,
+                    band=band,
+                    key_id=None if principal is None else principal.key_id,
+                    reason=reason,
+                )
+            )
 
     def _other_method(
         self, scope: Scope, plain: HTTPProtocol, path: str, allow: str, request_id: str, route: str
@@ -198,15 +238,6 @@ class GatewayApp:
                 self._metrics.served(route, 204)
                 return
         raise MethodNotAllowed(f"{path} takes {allow}", allow=allow)
-
-    def _refused(self, scope: Scope, status: int, request_id: str) -> None:
-        """Hands a refusal on a generation route to the usage records, with its caller if
-        it has a key this gateway knows (a 401 has none)."""
-        auth = self._auth
-        assert auth is not None
-        principal = auth.known(scope.headers.get("authorization"), self._wall_clock())
-        now = self._clock()
-        auth.refused(principal, status, request_id, now, now)
 
     async def _authenticate(self, scope: Scope) -> Principal | None:
         """The caller, with auth on (401 without a valid key); None with auth off."""
@@ -293,6 +324,7 @@ class GatewayApp:
                 band = self._flow.band(
                     scope.headers.get(self._band_header) if self._trust_band_header else None
                 )
+            request.band = band.name
             task = asyncio.current_task()
             assert task is not None
             stay = self._departures.enter(proto, task, asyncio.get_running_loop().time())
@@ -320,7 +352,9 @@ class GatewayApp:
             finally:
                 self._departures.leave(stay)
         except ApiError as error:
-            self._refuse(proto, error, request_id, scope.path, target.model, scope)
+            self._refuse(
+                proto, error, request_id, scope.path, target.model, scope, generation=True, band=request.band
+            )
 
     async def _guard_input(
         self, guard: Guardrails, kind: Kind, request: ClientRequest, principal: Principal | None

@@ -36,6 +36,7 @@ from llmgw.http.responses import (
     upstream_failure_reason,
 )
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, StreamTransport
+from llmgw.obs.logs import current_trace_id
 from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
@@ -267,6 +268,9 @@ class Dispatcher:
                         None,
                         finished,
                         request.account,
+                        request.kind.path,
+                        request.band,
+                        current_trace_id(),
                     )
                 )
                 return True
@@ -332,6 +336,9 @@ class Dispatcher:
                 first_byte,
                 finished,
                 request.account,
+                request.kind.path,
+                request.band,
+                current_trace_id(),
             )
         )
 

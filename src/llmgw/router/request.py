@@ -69,6 +69,8 @@ class ClientRequest:
     """The guard rules the caller's answer is checked by; None with no guard at all."""
     guard_flagged: str = ""
     """What flagged the request at the input stage (`policy/check,…`), for its usage record."""
+    band: str = ""
+    """The admission band it was admitted in, for its access line."""
 
     @property
     def prompt_token_floor(self) -> int:

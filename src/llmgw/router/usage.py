@@ -67,6 +67,12 @@ class UsageRecord:
     first_byte: float | None
     finished: float
     account: Account | None = None
+    route: bytes = b""
+    """The API path it came on, like /v1/chat/completions."""
+    band: str = ""
+    """The admission band it was admitted in."""
+    trace_id: str = ""
+    """Its OpenTelemetry trace id, when it was traced."""
 
 
 @dataclass(frozen=True, slots=True)

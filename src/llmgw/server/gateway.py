@@ -27,7 +27,9 @@ from llmgw.guard.counts import GuardCollector
 from llmgw.http.rsgi import App
 from llmgw.identity.scim import PREFIX as SCIM_PREFIX
 from llmgw.identity.scim import ScimApp, read_token
+from llmgw.obs.access import AccessLog
 from llmgw.obs.build_info import BuildInfoCollector, build_info
+from llmgw.router.access_log import AccessRecorder
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
@@ -150,6 +152,9 @@ class Gateway:
         if auth is not None:
             self.registry.register(auth.collector)
             self.usage.consumers.append(self._account)
+        self.access = AccessRecorder(AccessLog(), clock=clock) if router.access_log else None
+        if self.access is not None:
+            self.usage.consumers.append(self.access.finished)
         self.watchdog = Watchdog()
         self.departures = Departures()
         timeouts = router.timeouts
@@ -204,6 +209,7 @@ class Gateway:
             clock=clock,
             guard=self.guard,
             mounts=mounts,
+            access=self.access,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
@@ -250,16 +256,21 @@ class Gateway:
     async def background(self) -> list[asyncio.Task[None]]:
         """Starts the loops the request path relies on: scraping and usage accounting."""
         await self.scraper.scrape_all()
-        return [
+        tasks = [
             asyncio.create_task(self.scraper.run(), name="scraper"),
             asyncio.create_task(self.usage.run(), name="usage"),
             asyncio.create_task(self.watchdog.run(), name="watchdog"),
             asyncio.create_task(self.departures.run(), name="departures"),
             asyncio.create_task(self.flow.run(), name="admission"),
         ]
+        if self.access is not None:
+            tasks.append(asyncio.create_task(self.access.run(), name="access-log"))
+        return tasks
 
     def close(self) -> None:
         self.usage.drain()
+        if self.access is not None:
+            self.access.flush()
         self.client.close()
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,10 +66,16 @@ class GatewayProcess:
 
 
 def start_gateway(
-    config: Mapping[str, Any], *, timeout: float = 20.0, env: Mapping[str, str] | None = None
+    config: Mapping[str, Any],
+    *,
+    timeout: float = 20.0,
+    env: Mapping[str, str] | None = None,
+    log_level: str = "warning",
+    args: Sequence[str] = (),
 ) -> GatewayProcess:
     """Starts `llmgw server` on `config` with `listen` and `admin_listen` set to free
-    loopback ports; returns once `/readyz` answers 200."""
+    loopback ports, logging at `log_level` with `args` added to its command line (like
+    `--log-format json`); returns once `/readyz` answers 200."""
     port, admin_port = free_port(), free_port()
     settings = {**config, "listen": f"127.0.0.1:{port}", "admin_listen": f"127.0.0.1:{admin_port}"}
     workdir = Path(tempfile.mkdtemp(prefix="llmgw-gw-"))
@@ -79,7 +85,17 @@ def start_gateway(
     clean_env = {k: v for k, v in (env or os.environ).items() if not k.startswith("LLMGW_")}
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "llmgw", "server", "--config", str(config_path), "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "llmgw",
+                "server",
+                "--config",
+                str(config_path),
+                "--log-level",
+                log_level,
+                *args,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -98,8 +114,10 @@ def start_gateway(
 
 
 @contextlib.contextmanager
-def running_gateway(config: Mapping[str, Any], *, timeout: float = 20.0) -> Iterator[GatewayProcess]:
-    handle = start_gateway(config, timeout=timeout)
+def running_gateway(
+    config: Mapping[str, Any], *, timeout: float = 20.0, log_level: str = "warning", args: Sequence[str] = ()
+) -> Iterator[GatewayProcess]:
+    handle = start_gateway(config, timeout=timeout, log_level=log_level, args=args)
     try:
         yield handle
     finally:

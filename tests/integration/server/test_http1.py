@@ -13,6 +13,7 @@ import orjson
 import uvloop
 
 from llmgw.config import settings_from_mapping
+from llmgw.core.request_context import REQUEST_ID
 from llmgw.http.http1 import Limits
 from llmgw.http.http1_server import Http1Server
 from llmgw.http.rsgi import HTTPProtocol, ProtocolClosed, Scope
@@ -221,14 +222,25 @@ def test_an_application_failure_is_a_500_in_openai_shape() -> None:
     async def silent(scope: Scope, proto: HTTPProtocol) -> None:
         return None
 
+    async def broken_with_an_id(scope: Scope, proto: HTTPProtocol) -> None:
+        REQUEST_ID.set("app-made-1")
+        raise LookupError("a bug")
+
     async def test() -> None:
-        for app in (broken, silent):
+        for app in (broken, silent, broken_with_an_id):
             async with serving(app) as server:
                 reader, writer = await connect(server)
                 writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-                status, _, body = await read_response(reader)
+                status, headers, body = await read_response(reader)
                 assert status == 500
                 assert orjson.loads(body)["error"]["type"] == "server_error"
+                # The id the application gave the request, so the answer and the logged
+                # traceback share it; one of the server's own without one.
+                request_id = headers["x-request-id"]
+                if app is broken_with_an_id:
+                    assert request_id == "app-made-1"
+                else:
+                    assert len(request_id) == 16
                 writer.close()
                 await writer.wait_closed()
 

@@ -152,6 +152,7 @@ def test_a_body_that_does_not_arrive_is_answered_408(caplog: pytest.LogCaptureFi
                     writer.write(head)
                     status, headers, body = await read_response(reader)
                     assert (status, headers["connection"]) == (408, "close")
+                    assert len(headers["x-request-id"]) == 16  # minted by the server
                     assert orjson.loads(body)["error"]["code"] == "body_timeout"
                     assert await closed_by_server(reader)
                     writer.close()
@@ -183,6 +184,7 @@ def test_bodies_past_the_memory_budget_are_refused_503_and_the_budget_comes_back
                 writer.write(request)
                 status, headers, body = await read_response(reader)
                 assert (status, headers["retry-after"]) == (503, "1")
+                assert len(headers["x-request-id"]) == 16
                 assert orjson.loads(body)["error"]["code"] == "body_memory_full"
                 writer.close()
                 await writer.wait_closed()

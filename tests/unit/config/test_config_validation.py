@@ -38,6 +38,7 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("monitoring.prometheus", "prometheus:9090", ("monitoring.prometheus:", "https://")),
     ("monitoring.window", "-1h", ("monitoring.window:", "0s or more")),
     ("tracing.protocol", "udp", ("tracing.protocol:", "grpc or http")),
+    ("log_format", "xml", ("log_format:", "text or json")),
     ("tracing.endpoint", "collector", ("tracing.endpoint:", "host:port")),
     ("tracing.sample_ratio", 2, ("tracing.sample_ratio:", "0 to 1")),
     ("mirror.api", "http://mirror.internal:8082", ("mirror.api:", "https://")),
