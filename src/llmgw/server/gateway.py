@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -276,7 +276,11 @@ def _objectives(catalog: Catalog) -> dict[str, Objective]:
 
 
 def scim_mounts(
-    settings: Settings, store: Store, auth: AuthGate | None, config_dir: Path | None
+    settings: Settings,
+    store: Store,
+    auth: AuthGate | None,
+    config_dir: Path | None,
+    vault: Mapping[str, str] | None = None,
 ) -> list[tuple[str, App]]:
     """The identity provider's provisioning on the client port: SCIM at /scim/v2 when
     `auth.scim` is enabled (with auth on: people exist only in the auth store)."""
@@ -300,7 +304,9 @@ def scim_mounts(
         auth.directory.apply((person,), (), time.time())
 
     app = ScimApp(
-        store.provisioning, read_token(scim.token_file, base_dir=config_dir), on_person=person_changed
+        store.provisioning,
+        read_token(scim.token_file, base_dir=config_dir, vault=vault),
+        on_person=person_changed,
     )
     log.info("SCIM provisioning served at %s", SCIM_PREFIX)
     return [(SCIM_PREFIX, app)]

@@ -1,0 +1,192 @@
+"""Secrets end to end: `llmgw server` with secrets from an environment variable, a file
+and Vault (the loopback stand-in, or a real Vault when VAULT_ADDR and VAULT_TOKEN are
+set), the store's cluster secret sealed under `secrets.master_key`, rotated with
+`llmgw rotate-master-key`, and no secret value in any output of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from support.vault import RealVault, StandInVault, standin_vault
+
+SCIM_TOKEN = "scim-" + secrets.token_hex(16)
+WEBHOOK_SECRET = "whsec-" + secrets.token_hex(16)
+OLD_KEY = secrets.token_hex(32)
+NEW_KEY = secrets.token_hex(32)
+SCIM_JSON = "application/scim+json"
+USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+
+Vaultish = StandInVault | RealVault
+
+
+@pytest.fixture(params=["stand-in", "real"])
+def vault(request: pytest.FixtureRequest) -> Iterator[Vaultish]:
+    if request.param == "real":
+        if not (os.environ.get("VAULT_ADDR") and os.environ.get("VAULT_TOKEN")):
+            pytest.skip("no real Vault: set VAULT_ADDR and VAULT_TOKEN (a dev server will do) to run this")
+        yield RealVault(os.environ["VAULT_ADDR"], os.environ["VAULT_TOKEN"])
+        return
+    with standin_vault() as standin:
+        yield standin
+
+
+def _config(where: Path, vault: Vaultish, token_file: Path, master_key: str) -> dict[str, Any]:
+    return {
+        "agent_insecure": True,
+        "agent_listen": f"127.0.0.1:{free_port()}",
+        "auth": {
+            "enabled": True,
+            "store": str(where / "llmgw.db"),
+            "scim": {"enabled": True, "token_file": "vault:secret/llmgw/scim#token"},
+        },
+        "notify": {
+            "webhooks": [{"url": "http://127.0.0.1:9/hook", "secret_file": str(where / "webhook-secret")}]
+        },
+        "secrets": {"vault": {"address": vault.url, "token_file": str(token_file)}, "master_key": master_key},
+    }
+
+
+def _llmgw(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmgw", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def _server(config: dict[str, Any], env: dict[str, str]) -> Iterator[GatewayProcess]:
+    gateway = start_gateway(config, env=env)
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def _sealed_row(store: Path) -> str:
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return str(db.execute("SELECT secret FROM cluster_secrets WHERE name = 'engine'").fetchone()[0])
+
+
+def test_secrets_from_env_file_and_vault_never_shown_and_sealed(vault: Vaultish, tmp_path: Path) -> None:
+    vault.put_kv("secret/llmgw/scim", {"token": SCIM_TOKEN})
+    token_file = tmp_path / "vault-token"
+    token_file.write_text(vault.root_token + "\n")
+    env = {**os.environ, "SEAL_KEY": OLD_KEY, "NEW_SEAL_KEY": NEW_KEY}
+    config = _config(tmp_path, vault, token_file, "env:SEAL_KEY")
+    (tmp_path / "webhook-secret").write_text(WEBHOOK_SECRET)
+    outputs: list[str] = []
+    store = tmp_path / "llmgw.db"
+    with _server(config, env) as gateway:
+        headers = {"Authorization": f"Bearer {SCIM_TOKEN}", "Content-Type": SCIM_JSON}
+        made = httpx.post(
+            gateway.url + "/scim/v2/Users",
+            json={"schemas": [USER], "userName": "ada@example.com", "active": True},
+            headers=headers,
+            timeout=10,
+        )
+        assert made.status_code == 201, made.text  # the token read from Vault is the one in force
+        refused = httpx.get(
+            gateway.url + "/scim/v2/Users", headers={"Authorization": "Bearer wrong"}, timeout=10
+        )
+        assert refused.status_code == 401
+        admin = {"Authorization": f"Bearer {gateway.admin_token()}"}
+        outputs += [
+            httpx.get(gateway.admin_url + "/metrics", timeout=10).text,
+            httpx.get(gateway.admin_url + "/api/settings/inert", headers=admin, timeout=10).text,
+            made.text,
+            refused.text,
+        ]
+        shown = _llmgw("config", "show", str(gateway.config_path), env=env)
+        assert shown.returncode == 0, shown.stderr
+        outputs += [shown.stdout, shown.stderr]
+        config_path = gateway.config_path
+    outputs.append(gateway.log())
+    sealed = _sealed_row(store)
+    assert sealed.startswith("sealed:v1:"), "the cluster secret is kept sealed"
+    outputs.append(sealed)
+
+    # Rotation: every row sealed again under the new key; the old key then opens nothing.
+    rotated = _llmgw(
+        "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
+    )
+    assert rotated.returncode == 0, rotated.stderr
+    assert "sealed 1 secret(s)" in rotated.stdout
+    outputs += [rotated.stdout, rotated.stderr]
+    assert _sealed_row(store) != sealed
+    with pytest.raises(RuntimeError) as refused_start:
+        start_gateway(config, env=env)
+    assert "secrets.master_key" in str(refused_start.value)
+    outputs.append(str(refused_start.value))
+    config["secrets"]["master_key"] = "env:NEW_SEAL_KEY"
+    with _server(config, env) as gateway:
+        assert httpx.get(gateway.admin_url + "/readyz", timeout=10).status_code == 200
+    outputs.append(gateway.log())
+
+    everything = "\n".join(outputs)
+    for value in (SCIM_TOKEN, WEBHOOK_SECRET, OLD_KEY, NEW_KEY, vault.root_token):
+        assert value not in everything
+
+
+def test_a_secret_vault_cannot_give_stops_the_start_naming_setting_and_reference(
+    vault: Vaultish, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "vault-token"
+    token_file.write_text(vault.root_token)
+    config = _config(tmp_path, vault, token_file, "")
+    config["auth"]["scim"]["token_file"] = "vault:secret/llmgw/absent#token"
+    config["notify"] = {}
+    with pytest.raises(RuntimeError) as refused:
+        start_gateway(config)
+    message = str(refused.value)
+    assert "auth.scim.token_file: 'vault:secret/llmgw/absent#token' could not be read from Vault" in message
+    assert "Traceback" not in message
+    assert vault.root_token not in message
+
+
+def test_a_token_vault_refuses_stops_the_start(vault: Vaultish, tmp_path: Path) -> None:
+    token_file = tmp_path / "vault-token"
+    token_file.write_text("hvs.not-a-token")
+    config = _config(tmp_path, vault, token_file, "")
+    config["notify"] = {}
+    with pytest.raises(RuntimeError) as refused:
+        start_gateway(config)
+    message = str(refused.value)
+    assert "secrets.vault.token_file: Vault at" in message
+    assert "403" in message
+    assert "Traceback" not in message
+    assert "hvs.not-a-token" not in message
+
+
+def test_a_store_copied_without_its_key_opens_nothing(vault: Vaultish, tmp_path: Path) -> None:
+    vault.put_kv("secret/llmgw/scim", {"token": SCIM_TOKEN})
+    token_file = tmp_path / "vault-token"
+    token_file.write_text(vault.root_token)
+    config = _config(tmp_path, vault, token_file, "env:SEAL_KEY")
+    config["notify"] = {}
+    with _server(config, {**os.environ, "SEAL_KEY": OLD_KEY}):
+        pass
+    for env in ({**os.environ, "SEAL_KEY": NEW_KEY}, {**os.environ}):
+        if "SEAL_KEY" not in env:
+            config["secrets"]["master_key"] = ""
+        with pytest.raises(RuntimeError) as refused:
+            start_gateway(config, env=env)
+        message = str(refused.value)
+        assert "secrets.master_key: the store's secret cluster_secrets/engine" in message
+        assert "Traceback" not in message
