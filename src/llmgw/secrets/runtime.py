@@ -55,6 +55,20 @@ def _walk(value: object, path: str) -> Iterator[tuple[str, str]]:
             yield from _walk(item, f"{path}[{key}]")
 
 
+def external_references(settings: Settings) -> Iterator[tuple[str, str]]:
+    """The provider keys of the catalog's external models (the catalog sits below the
+    settings' secret type, so its fields are plain strings named here)."""
+    for model in settings.catalog().models():
+        external = model.external
+        if external is None:
+            continue
+        if external.api_key_file:
+            yield f"models[{model.name}].external.api_key_file", external.api_key_file
+        for i, key in enumerate(external.api_key_files):
+            if key.file:
+                yield f"models[{model.name}].external.api_key_files[{i}].file", key.file
+
+
 @dataclass
 class SecretsRuntime:
     """The secrets of a running server: values read from Vault (keyed by reference,
@@ -98,7 +112,7 @@ async def open_secrets(
 ) -> SecretsRuntime:
     """Reads and checks every secret the settings name; ConfigError (one sentence per
     secret, naming setting and reference) when one cannot be had."""
-    refs = list(references(settings))
+    refs = [*references(settings), *external_references(settings)]
     vault = settings.secrets.vault
     runtime = SecretsRuntime()
     if vault.enabled:

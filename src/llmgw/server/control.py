@@ -142,7 +142,9 @@ async def start_control(
     if lease is not None:
         held = lease
         options |= {"is_leader": held.is_leader, "term": lambda: held.term}
-    plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings), **options)
+    plane = ControlPlane.from_settings(
+        settings, gateway.endpoints, static_specs(settings, gateway.vault_values), **options
+    )
     gateway.registry.register(ControlCollector(plane))
     served = ServedPlane(plane, gateway)
     runtime = ControlRuntime(plane, lease)

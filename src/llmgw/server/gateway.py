@@ -86,9 +86,11 @@ class Gateway:
         admin_api: AdminRoutes | None = None,
         debug: AdminRoutes | None = None,
         mounts: Sequence[tuple[str, App]] = (),
+        vault: Mapping[str, str] | None = None,
     ) -> None:
         """`mounts` are applications answering under a path prefix on the client port
-        (SCIM at /scim/v2), built by the caller, which holds the store they need."""
+        (SCIM at /scim/v2), built by the caller, which holds the store they need;
+        `vault` the values of `vault:` references read at start (external keys)."""
         router = settings.router
         self.settings = settings
         self.clock = clock
@@ -96,7 +98,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.client = UpstreamClient()
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
-        self.endpoints.publish(static_specs(settings))
+        self.vault_values: Mapping[str, str] = vault or {}
+        self.endpoints.publish(static_specs(settings, self.vault_values))
         self.registry = new_registry(self.metrics, self.endpoints, clock)
         # The process's own figures (CPU, memory, open files), in this registry rather
         # than prometheus_client's global one, which the gateway never exports.

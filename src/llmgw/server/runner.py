@@ -244,6 +244,7 @@ async def _serve_with(
             admin_api=api,
             debug=_debug_routes(settings, token),
             mounts=mounts,
+            vault=secrets.vault_values,
         )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.

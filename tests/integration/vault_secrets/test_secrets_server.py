@@ -24,6 +24,8 @@ from support.vault import RealVault, StandInVault, standin_vault
 
 SCIM_TOKEN = "scim-" + secrets.token_hex(16)
 WEBHOOK_SECRET = "whsec-" + secrets.token_hex(16)
+PROVIDER_VAULT_KEY = "sk-vault-" + secrets.token_hex(16)
+PROVIDER_ENV_KEY = "sk-env-" + secrets.token_hex(16)
 OLD_KEY = secrets.token_hex(32)
 NEW_KEY = secrets.token_hex(32)
 SCIM_JSON = "application/scim+json"
@@ -55,6 +57,26 @@ def _config(where: Path, vault: Vaultish, token_file: Path, master_key: str) -> 
         "notify": {
             "webhooks": [{"url": "http://127.0.0.1:9/hook", "secret_file": str(where / "webhook-secret")}]
         },
+        "models": [
+            {
+                "name": "ext-vault",
+                "source": "external",
+                "external": {
+                    "url": "http://127.0.0.1:9/v1",
+                    "model": "m",
+                    "api_key_file": "vault:secret/llmgw/provider#key",
+                },
+            },
+            {
+                "name": "ext-env",
+                "source": "external",
+                "external": {
+                    "url": "http://127.0.0.1:9/v1",
+                    "model": "m",
+                    "api_key_file": "env:PROVIDER_KEY",
+                },
+            },
+        ],
         "secrets": {"vault": {"address": vault.url, "token_file": str(token_file)}, "master_key": master_key},
     }
 
@@ -86,9 +108,10 @@ def _sealed_row(store: Path) -> str:
 
 def test_secrets_from_env_file_and_vault_never_shown_and_sealed(vault: Vaultish, tmp_path: Path) -> None:
     vault.put_kv("secret/llmgw/scim", {"token": SCIM_TOKEN})
+    vault.put_kv("secret/llmgw/provider", {"key": PROVIDER_VAULT_KEY})
     token_file = tmp_path / "vault-token"
     token_file.write_text(vault.root_token + "\n")
-    env = {**os.environ, "SEAL_KEY": OLD_KEY, "NEW_SEAL_KEY": NEW_KEY}
+    env = {**os.environ, "SEAL_KEY": OLD_KEY, "NEW_SEAL_KEY": NEW_KEY, "PROVIDER_KEY": PROVIDER_ENV_KEY}
     config = _config(tmp_path, vault, token_file, "env:SEAL_KEY")
     (tmp_path / "webhook-secret").write_text(WEBHOOK_SECRET)
     outputs: list[str] = []
@@ -110,6 +133,8 @@ def test_secrets_from_env_file_and_vault_never_shown_and_sealed(vault: Vaultish,
         outputs += [
             httpx.get(gateway.admin_url + "/metrics", timeout=10).text,
             httpx.get(gateway.admin_url + "/api/settings/inert", headers=admin, timeout=10).text,
+            httpx.get(gateway.admin_url + "/api/router/replicas", headers=admin, timeout=10).text,
+            httpx.get(gateway.admin_url + "/api/control/models", headers=admin, timeout=10).text,
             made.text,
             refused.text,
         ]
@@ -140,7 +165,16 @@ def test_secrets_from_env_file_and_vault_never_shown_and_sealed(vault: Vaultish,
     outputs.append(gateway.log())
 
     everything = "\n".join(outputs)
-    for value in (SCIM_TOKEN, WEBHOOK_SECRET, OLD_KEY, NEW_KEY, vault.root_token):
+    assert "ext-vault" in everything, "the outputs gathered do describe the external models"
+    for value in (
+        SCIM_TOKEN,
+        WEBHOOK_SECRET,
+        PROVIDER_VAULT_KEY,
+        PROVIDER_ENV_KEY,
+        OLD_KEY,
+        NEW_KEY,
+        vault.root_token,
+    ):
         assert value not in everything
 
 
@@ -152,6 +186,7 @@ def test_a_secret_vault_cannot_give_stops_the_start_naming_setting_and_reference
     config = _config(tmp_path, vault, token_file, "")
     config["auth"]["scim"]["token_file"] = "vault:secret/llmgw/absent#token"
     config["notify"] = {}
+    config["models"] = []
     with pytest.raises(RuntimeError) as refused:
         start_gateway(config)
     message = str(refused.value)
@@ -165,6 +200,7 @@ def test_a_token_vault_refuses_stops_the_start(vault: Vaultish, tmp_path: Path) 
     token_file.write_text("hvs.not-a-token")
     config = _config(tmp_path, vault, token_file, "")
     config["notify"] = {}
+    config["models"] = []
     with pytest.raises(RuntimeError) as refused:
         start_gateway(config)
     message = str(refused.value)
@@ -180,6 +216,7 @@ def test_a_store_copied_without_its_key_opens_nothing(vault: Vaultish, tmp_path:
     token_file.write_text(vault.root_token)
     config = _config(tmp_path, vault, token_file, "env:SEAL_KEY")
     config["notify"] = {}
+    config["models"] = []
     with _server(config, {**os.environ, "SEAL_KEY": OLD_KEY}):
         pass
     for env in ({**os.environ, "SEAL_KEY": NEW_KEY}, {**os.environ}):

@@ -14,9 +14,10 @@ import pytest
 from llmgw.config import Settings
 from llmgw.config.secrets import Vault, resolve_secret
 from llmgw.errors import ConfigError
-from llmgw.secrets.runtime import references
+from llmgw.secrets.runtime import external_references, references
 from llmgw.secrets.seal import TransitSealer
 from llmgw.secrets.vault import Lease, VaultClient, VaultError, renew_wait
+from llmgw.server.endpoints_static import static_specs
 from support.vault import StandInVault, standin_vault
 
 
@@ -155,3 +156,29 @@ def test_every_setting_that_names_a_secret_is_found_for_reading_at_start() -> No
         "notify.webhooks[0].secret_file": "/etc/llmgw/hook",
         "secrets.master_key": "env:SEAL_KEY",
     }
+
+
+def test_external_provider_keys_go_through_the_one_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVIDER_KEY", "sk-from-env")
+    settings = Settings.model_validate(
+        {
+            "endpoints": [{"id": "e", "url": "http://127.0.0.1:9", "models": ["local"]}],
+            "models": [
+                {
+                    "name": "ext",
+                    "source": "external",
+                    "external": {
+                        "url": "https://api.example.com/v1",
+                        "model": "m",
+                        "api_key_files": [{"file": "env:PROVIDER_KEY"}, {"file": "vault:secret/p#key"}],
+                    },
+                }
+            ],
+        }
+    )
+    assert dict(external_references(settings)) == {
+        "models[ext].external.api_key_files[0].file": "env:PROVIDER_KEY",
+        "models[ext].external.api_key_files[1].file": "vault:secret/p#key",
+    }
+    specs = static_specs(settings, {"vault:secret/p#key": "sk-from-vault"})
+    assert [s.api_key for s in specs if s.external] == ["sk-from-env", "sk-from-vault"]
