@@ -26,6 +26,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VAULT_PATH = re.compile(r"^[^#\s]+/[^#\s]+#[^#\s]+$")
 
 ENV_PREFIX = "env:"
+FILE_PREFIX = "file:"
 VAULT_PREFIX = "vault:"
 TRANSIT_PREFIX = "vault-transit:"
 
@@ -87,7 +88,7 @@ def resolve_secret(
         return vault[reference]
     if reference.startswith(TRANSIT_PREFIX):
         raise ConfigError([f"{setting}: {reference!r} is a transit key, not a secret to read"])
-    path = Path(reference).expanduser()
+    path = Path(reference.removeprefix(FILE_PREFIX)).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
