@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from llmgw.testing.server import GatewayProcess, free_port, start_gateway
 from support.vault import RealVault, StandInVault, standin_vault
@@ -227,3 +228,31 @@ def test_a_store_copied_without_its_key_opens_nothing(vault: Vaultish, tmp_path:
         message = str(refused.value)
         assert "secrets.master_key: the store's secret cluster_secrets/engine" in message
         assert "Traceback" not in message
+
+
+@pytest.mark.parametrize(
+    ("new_key", "says"),
+    [
+        ("env:NO_SUCH_KEY", "--new-key: environment variable NO_SUCH_KEY is unset or empty"),
+        ("env:SHORT_KEY", "secrets.master_key: the key it names is not 64 hex digits"),
+        (
+            "vault-transit:llmgw",
+            "--new-key 'vault-transit:llmgw' seals with Vault, but secrets.vault.address is empty",
+        ),
+    ],
+)
+def test_rotate_master_key_refuses_a_new_key_it_cannot_use_in_one_sentence(
+    new_key: str, says: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "llmgw.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"auth": {"enabled": True, "store": str(tmp_path / "llmgw.db")}, "agent_insecure": True}
+        )
+    )
+    env = {**os.environ, "SHORT_KEY": "abc123"}
+    refused = _llmgw("rotate-master-key", "--config", str(config), "--new-key", new_key, env=env)
+    assert refused.returncode == 2, refused.stdout
+    assert says in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "abc123" not in refused.stderr
