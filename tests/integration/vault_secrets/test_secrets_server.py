@@ -12,6 +12,7 @@ import secrets
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,37 @@ def test_rotate_master_key_refuses_a_new_key_it_cannot_use_in_one_sentence(
     assert says in refused.stderr
     assert "Traceback" not in refused.stderr
     assert "abc123" not in refused.stderr
+
+
+def test_a_running_server_logs_in_with_approle_and_keeps_its_token_renewed(tmp_path: Path) -> None:
+    # The stand-in only: seeding AppRole in a real Vault needs its admin, which these tests do not assume.
+    with standin_vault(namespace="team-a") as vault:
+        vault.token_ttl_s = 2  # renewed at half of that
+        vault.put_kv("secret/llmgw/scim", {"token": SCIM_TOKEN})
+        vault.add_approle("llmgw-role", "llmgw-secret-id")
+        (tmp_path / "secret-id").write_text("llmgw-secret-id\n")
+        config = _config(tmp_path, vault, tmp_path / "unused", "")
+        config["notify"] = {}
+        config["models"] = []
+        config["secrets"]["vault"] = {
+            "address": vault.url,
+            "namespace": "team-a",
+            "role_id": "llmgw-role",
+            "secret_id_file": str(tmp_path / "secret-id"),
+        }
+        with _server(config, dict(os.environ)) as gateway:
+            assert vault.logins == 1
+            for _ in range(200):  # bounded: the first renewal is due a second after the start
+                if vault.renewals >= 2:
+                    break
+                assert gateway.process.poll() is None, gateway.log()
+                _pause()
+            assert vault.renewals >= 2, gateway.log()
+            answer = httpx.get(
+                gateway.url + "/scim/v2/Users", headers={"Authorization": f"Bearer {SCIM_TOKEN}"}, timeout=10
+            )
+            assert answer.status_code == 200, answer.text
+
+
+def _pause() -> None:
+    threading.Event().wait(0.1)
