@@ -19,17 +19,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
+import ipaddress
 import os
 import secrets
+import ssl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 from aiohttp import web
+from cryptography import x509
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.x509.oid import NameOID
 
 from llmgw.testing.server import free_port
 
@@ -124,16 +132,50 @@ def _errors(status: int, message: str) -> web.Response:
     return web.json_response({"errors": [message] if message else []}, status=status)
 
 
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own authority, and its key: (cert, key)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vault stand-in")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "vault.pem", directory / "vault.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
 @contextlib.contextmanager
-def standin_vault(namespace: str = "") -> Iterator[StandInVault]:
-    """A running stand-in on 127.0.0.1; stopped on the way out."""
+def standin_vault(namespace: str = "", tls: tuple[Path, Path] | None = None) -> Iterator[StandInVault]:
+    """A running stand-in on 127.0.0.1 (over TLS with `tls`, a certificate and its key);
+    stopped on the way out."""
     vault = StandInVault(namespace=namespace)
     port = free_port()
-    vault.url = f"http://127.0.0.1:{port}"
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+    vault.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(vault.app())
     loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start())
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from llmgw.config.secrets import Vault, resolve_secret
-from llmgw.errors import LlmgwError
+from llmgw.errors import ConfigError, LlmgwError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,28 @@ def split_kv(reference_path: str) -> tuple[str, str, str]:
     return mount, path, field
 
 
+def _tls(ca_file: str, base_dir: Path | None) -> ssl.SSLContext | bool:
+    """The authorities Vault's certificate is checked against: the system's, or
+    `ca_file` (relative to the configuration's folder); ConfigError naming the setting
+    when it cannot be loaded."""
+    if not ca_file:
+        return True
+    path = Path(ca_file).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        context = ssl.create_default_context(cafile=str(path))
+    except ssl.SSLError as exc:  # before OSError, which it is
+        reason = str(exc.reason or "not a PEM certificate")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    else:
+        return context
+    raise ConfigError(
+        [f"secrets.vault.ca_file: cannot load {path} ({reason}): give Vault's CA certificate in PEM"]
+    )
+
+
 class VaultClient:
     """One authenticated session with Vault. `login()` before anything else."""
 
@@ -73,10 +95,7 @@ class VaultClient:
         self._environ = environ
         self._token = ""
         self.lease = Lease(0.0, False)
-        ssl_context: ssl.SSLContext | bool = True
-        if settings.ca_file:
-            ssl_context = ssl.create_default_context(cafile=settings.ca_file)
-        self._ssl = ssl_context
+        self._ssl = _tls(settings.ca_file, base_dir)
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
@@ -127,6 +146,7 @@ class VaultClient:
             self.lease = Lease(float(data.get("ttl") or 0), bool(data.get("renewable")))
             return
         secret_id = self._credential(s.secret_id_file, "secrets.vault.secret_id_file")
+        self._token = ""  # Vault refuses a login that carries an expired token
         answer = await self._call(
             "POST", f"auth/{s.approle_mount}/login", {"role_id": s.role_id, "secret_id": secret_id}
         )

@@ -18,7 +18,7 @@ from llmgw.secrets.runtime import external_references, references
 from llmgw.secrets.seal import TransitSealer
 from llmgw.secrets.vault import Lease, VaultClient, VaultError, renew_wait
 from llmgw.server.endpoints_static import static_specs
-from support.vault import StandInVault, standin_vault
+from support.vault import StandInVault, self_signed, standin_vault
 
 
 def _approle(vault: StandInVault, tmp_path: Path, **extra: str) -> VaultClient:
@@ -182,3 +182,34 @@ def test_external_provider_keys_go_through_the_one_resolver(monkeypatch: pytest.
     }
     specs = static_specs(settings, {"vault:secret/p#key": "sk-from-vault"})
     assert [s.api_key for s in specs if s.external] == ["sk-from-env", "sk-from-vault"]
+
+
+def test_a_ca_file_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
+    (tmp_path / "not-a-ca.pem").write_text("not a certificate")
+    for name, reason in (("absent.pem", "No such file"), ("not-a-ca.pem", "NO_CERTIFICATE_OR_CRL_FOUND")):
+        settings = Vault(address="https://127.0.0.1:8200", ca_file=name, token_file="env:VAULT_TOKEN")
+        with pytest.raises(
+            ConfigError, match=f"secrets.vault.ca_file: cannot load {tmp_path / name} \\({reason}"
+        ):
+            VaultClient(settings, base_dir=tmp_path)
+
+
+def test_vault_over_tls_is_trusted_through_ca_file_only(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+
+    async def read(vault: StandInVault, ca_file: str) -> str:
+        (tmp_path / "token").write_text(vault.root_token)
+        settings = Vault(address=vault.url, ca_file=ca_file, token_file=str(tmp_path / "token"))
+        client = VaultClient(settings)
+        try:
+            await client.login()
+            return await client.read_kv("secret/tls#value")
+        finally:
+            await client.close()
+
+    with standin_vault(tls=(cert, key)) as vault:
+        vault.put_kv("secret/tls", {"value": "over-tls"})
+        assert vault.url.startswith("https://")
+        assert asyncio.run(read(vault, str(cert))) == "over-tls"
+        with pytest.raises(VaultError, match=r"could not be reached .*Certificate"):
+            asyncio.run(read(vault, ""))
