@@ -66,14 +66,15 @@ async def stored_secret(
     sealed by `sealer` when given; a plaintext row is sealed in place as it is read.
     StoreError when the store cannot be reached; ConfigError naming secrets.master_key
     when the row is sealed and the key does not open it (or there is no key)."""
-    fresh = make()
-    written = await sealer.seal(fresh, place(name)) if sealer is not None else fresh
-    async with transaction(engine) as conn:
-        insert = upsert(conn, _SECRETS).values(name=name, secret=written, created_at=clock())
-        await conn.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
-        kept = str(
-            (await conn.execute(sa.select(_SECRETS.c.secret).where(_SECRETS.c.name == name))).scalar_one()
-        )
+    kept = await _read(engine, name)
+    if kept is None:  # sealed before the transaction: transit is a call to Vault
+        fresh = make()
+        written = await sealer.seal(fresh, place(name)) if sealer is not None else fresh
+        async with transaction(engine) as conn:
+            insert = upsert(conn, _SECRETS).values(name=name, secret=written, created_at=clock())
+            await conn.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
+        kept = await _read(engine, name)
+        assert kept is not None
     if sealer is None:
         if is_sealed(kept):
             raise ConfigError(
@@ -88,6 +89,12 @@ async def stored_secret(
         await _replace(engine, name, kept, await sealer.seal(plaintext, place(name)))
         log.info("sealed the store's secret %s under key %s", place(name), sealer.key_id)
     return plaintext.encode()
+
+
+async def _read(engine: AsyncEngine, name: str) -> str | None:
+    async with transaction(engine) as conn:
+        found = (await conn.execute(sa.select(_SECRETS.c.secret).where(_SECRETS.c.name == name))).scalar()
+    return None if found is None else str(found)
 
 
 async def check_sealed(engine: AsyncEngine, sealer: Sealer | None) -> int:
