@@ -295,3 +295,31 @@ def test_a_running_server_logs_in_with_approle_and_keeps_its_token_renewed(tmp_p
 
 def _pause() -> None:
     threading.Event().wait(0.1)
+
+
+def test_sealing_in_vault_transit_and_rotating_out_of_it(vault: Vaultish, tmp_path: Path) -> None:
+    vault.put_kv("secret/llmgw/scim", {"token": SCIM_TOKEN})
+    vault.make_transit_key("llmgw")
+    token_file = tmp_path / "vault-token"
+    token_file.write_text(vault.root_token)
+    config = _config(tmp_path, vault, token_file, "vault-transit:llmgw")
+    config["notify"] = {}
+    config["models"] = []
+    env = {**os.environ, "NEW_SEAL_KEY": NEW_KEY}
+    with _server(config, env):
+        pass
+    store = tmp_path / "llmgw.db"
+    assert _sealed_row(store).startswith("sealed:v1:transit/llmgw:vault:v1:")
+    with _server(config, env):
+        pass  # a restart opens it through Vault
+    config_path = tmp_path / "llmgw.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    rotated = _llmgw(
+        "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
+    )
+    assert rotated.returncode == 0, rotated.stderr
+    assert _sealed_row(store).startswith("sealed:v1:")
+    assert not _sealed_row(store).startswith("sealed:v1:transit/")
+    config["secrets"]["master_key"] = "env:NEW_SEAL_KEY"
+    with _server(config, env) as gateway:
+        assert httpx.get(gateway.admin_url + "/readyz", timeout=10).status_code == 200
