@@ -66,9 +66,9 @@ def rotate_master_key(
 ) -> None:
     """Seal every secret the store keeps again, under a new master key.
 
-    Opens each with the configuration's secrets.master_key (rows from before sealing are
-    read as they are), seals it under --new-key, and writes only when all opened. Then
-    set secrets.master_key to the new key and restart the servers."""
+    Each is opened with secrets.master_key (plaintext rows as they are); nothing is written unless all open.
+
+    Then set secrets.master_key to the new key and restart the servers (see docs/operations.md)."""
     import asyncio  # noqa: PLC0415 (see the imports)
 
     from llmgw.server.rotate import rotate_master_key as rotate  # noqa: PLC0415
