@@ -72,3 +72,36 @@ def server(
         raise typer.Exit(code=1) from None
     except OSError as exc:
         raise cannot_start("server", exc) from None
+
+
+def rotate_master_key(
+    config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
+    new_key: str = typer.Option(
+        ...,
+        "--new-key",
+        help="The new key: a file or env:VARIABLE holding 64 hex digits (openssl rand -hex 32),"
+        " vault:mount/path#field, or vault-transit:KEY.",
+        show_default=False,
+    ),
+) -> None:
+    """Seal every secret the store keeps again, under a new master key.
+
+    Each is opened with secrets.master_key (plaintext rows as they are); nothing is written unless all open.
+
+    Then set secrets.master_key to the new key and restart the servers (see docs/operations.md)."""
+    import asyncio  # noqa: PLC0415 (see the imports)
+
+    from llmgw.server.rotate import rotate_master_key as rotate  # noqa: PLC0415
+
+    try:
+        settings = load_settings(config)
+        resealed, kept, key_id = asyncio.run(rotate(settings, config.parent, new_key))
+    except ConfigError as exc:
+        raise refuse_config(exc) from None
+    except StoreError as exc:
+        typer.echo(f"llmgw rotate-master-key could not open the store (auth.store): {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(
+        f"sealed {resealed} secret(s) under key {key_id} ({kept} already were); "
+        "now set secrets.master_key to the new key and restart the servers"
+    )

@@ -26,6 +26,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VAULT_PATH = re.compile(r"^[^#\s]+/[^#\s]+#[^#\s]+$")
 
 ENV_PREFIX = "env:"
+FILE_PREFIX = "file:"
 VAULT_PREFIX = "vault:"
 TRANSIT_PREFIX = "vault-transit:"
 
@@ -58,29 +59,36 @@ def resolve_secret(
     *,
     environ: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
+    vault: Mapping[str, str] | None = None,
 ) -> str:
-    """The secret a `SecretReference` names, read now: the variable of `env:NAME`, or the
-    file's text (a relative path is taken from `base_dir`, the configuration's folder),
-    surrounding whitespace stripped. `setting` names the field in the one-sentence
-    `ConfigError` raised when the secret cannot be had, so the operator knows what to fix.
+    """The secret a `SecretReference` names: the variable of `env:NAME`, the file's text
+    (a relative path is taken from `base_dir`, the configuration's folder), or for
+    `vault:mount/path#field` the value read from Vault when the server started
+    (`vault`, keyed by reference: `llmgw.secrets.runtime.open_secrets` reads every one
+    before anything starts, so this stays a plain function). Surrounding whitespace is
+    stripped. `setting` names the field in the one-sentence `ConfigError` raised when the
+    secret cannot be had; the message names the reference, never the secret.
 
     The one resolver every secret-bearing setting uses (`auth.oidc.client_secret_file`,
-    `auth.scim.token_file`). `vault:` references validate, but this version reads nothing
-    from Vault (`secrets` is inert), so they are refused here with that reason."""
+    `auth.scim.token_file`, `notify.webhooks[].secret_file`, `secrets.master_key`)."""
     if reference.startswith(ENV_PREFIX):
         name = reference.removeprefix(ENV_PREFIX)
         value = (os.environ if environ is None else environ).get(name, "").strip()
         if not value:
             raise ConfigError([f"{setting}: environment variable {name} is unset or empty: export it"])
         return value
-    if uses_vault(reference):
-        raise ConfigError(
-            [
-                f"{setting}: {reference!r} would be read from Vault, which this version does not do: "
-                "give a file or env:VARIABLE"
-            ]
-        )
-    path = Path(reference).expanduser()
+    if reference.startswith(VAULT_PREFIX):
+        if vault is None or reference not in vault:
+            raise ConfigError(
+                [
+                    f"{setting}: {reference!r} was not read from Vault: configure secrets.vault "
+                    "(address and credentials), or give a file or env:VARIABLE"
+                ]
+            )
+        return vault[reference]
+    if reference.startswith(TRANSIT_PREFIX):
+        raise ConfigError([f"{setting}: {reference!r} is a transit key, not a secret to read"])
+    path = Path(reference.removeprefix(FILE_PREFIX)).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
@@ -171,8 +179,8 @@ class Vault(Strict):
 class Secrets(Strict):
     """Vault access, and the key protecting secrets that llmgw stores in its database.
 
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    Every `vault:` reference is read when the server starts (`llmgw.secrets.runtime`);
+    one that cannot be read stops the start. See docs/operations.md, "Secrets".
     """
 
     vault: Vault = Field(default_factory=Vault)
@@ -181,7 +189,8 @@ class Secrets(Strict):
     stolen database or backup reveals nothing. Either `vault-transit:KEY`, encryption
     done inside Vault without the key ever leaving it, or a reference to a 64-hex-digit
     key (`openssl rand -hex 32`) that then needs the same care as the database. Empty:
-    no encryption. Older plaintext values get encrypted the next time they are read."""
+    no encryption. Older plaintext values get encrypted the next time they are read.
+    `llmgw rotate-master-key --new-key REF` seals everything again under another key."""
 
     @model_validator(mode="after")
     def _transit_needs_vault(self) -> Secrets:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from llmgw.config.auth import Auth
@@ -25,15 +25,20 @@ PURGE_INTERVAL_S = 600.0
 
 
 def build_identity(
-    auth: Auth, store: Store, *, config_dir: Path | None = None, clock: Callable[[], float] = time.time
+    auth: Auth,
+    store: Store,
+    *,
+    config_dir: Path | None = None,
+    clock: Callable[[], float] = time.time,
+    vault: Mapping[str, str] | None = None,
 ) -> IdentityApp:
     """The /auth and /signup application; `ConfigError` when the client secret cannot be
-    read (named by its setting)."""
+    read (named by its setting). `vault` holds the values read from Vault at start."""
     sessions = SessionManager(store, auth.session, auth.effective_cache_ttl.total_seconds(), clock=clock)
     oidc = None
     if auth.oidc.enabled:
         secret = resolve_secret(
-            auth.oidc.client_secret_file, "auth.oidc.client_secret_file", base_dir=config_dir
+            auth.oidc.client_secret_file, "auth.oidc.client_secret_file", base_dir=config_dir, vault=vault
         )
         oidc = OidcClient(auth.oidc, secret)
     return IdentityApp(auth, store, sessions, oidc, clock=clock)

@@ -38,6 +38,7 @@ from llmgw.control.runtime.quota_watch import QuotaWatch
 from llmgw.control.runtime.replica_sync import ReplicaSync, follower_grace
 from llmgw.control.tables.demand_table import DemandTable
 from llmgw.control.tables.replica_table import ReplicaTable
+from llmgw.secrets.seal import Sealer
 from llmgw.server.endpoints_static import static_specs
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
@@ -100,13 +101,15 @@ class ControlRuntime:
             await self.lease.close()  # handed back, so a standby takes over at once
 
 
-async def engine_secret(settings: Settings, store: Store | None, config_dir: Path | None) -> bytes:
+async def engine_secret(
+    settings: Settings, store: Store | None, config_dir: Path | None, sealer: Sealer | None = None
+) -> bytes:
     """The cluster's secret the engine keys are derived from: the store's (the server
     always has one when its control plane runs), else, for a caller that passes none, the
     file beside the admin token. A caller with no place to keep it (no configuration
     file, no state directory, no admin token file) gets one for this run only."""
     if store is not None:
-        return await stored_secret(store.engine)
+        return await stored_secret(store.engine, sealer=sealer)
     state_directory = os.environ.get("STATE_DIRECTORY")
     if config_dir is None and not state_directory and not settings.admin_token_file:
         return new_secret().encode()
@@ -114,7 +117,11 @@ async def engine_secret(settings: Settings, store: Store | None, config_dir: Pat
 
 
 async def start_control(
-    settings: Settings, gateway: Gateway, store: Store | None, config_dir: Path | None = None
+    settings: Settings,
+    gateway: Gateway,
+    store: Store | None,
+    config_dir: Path | None = None,
+    sealer: Sealer | None = None,
 ) -> ControlRuntime | None:
     """In control-plane mode: the control plane, listening for agents, publishing into
     the gateway's endpoints and taking the router's seams; with a store, also the lease,
@@ -123,7 +130,7 @@ async def start_control(
     without a store (beside the admin token's default)."""
     if not settings.control_plane_mode:
         return None
-    secret = await engine_secret(settings, store, config_dir)
+    secret = await engine_secret(settings, store, config_dir, sealer)
     lease: LeaderLease | None = None
     catalogs: CatalogStore | None = None
     if store is not None:
@@ -135,7 +142,9 @@ async def start_control(
     if lease is not None:
         held = lease
         options |= {"is_leader": held.is_leader, "term": lambda: held.term}
-    plane = ControlPlane.from_settings(settings, gateway.endpoints, static_specs(settings), **options)
+    plane = ControlPlane.from_settings(
+        settings, gateway.endpoints, static_specs(settings, gateway.vault_values), **options
+    )
     gateway.registry.register(ControlCollector(plane))
     served = ServedPlane(plane, gateway)
     runtime = ControlRuntime(plane, lease)

@@ -4,32 +4,28 @@
 External models are served by someone else's OpenAI-compatible API. Each of a
 provider's keys is its own endpoint (`external:MODEL#2`), so a key the provider
 refuses (401) or limits (429) is passed over while its breaker is open and the request
-goes out on another. Keys are read from their files here, once, at start: a missing
-file stops the start with its path, rather than failing the first request.
+goes out on another. Keys are read here, once, at start, by the one secret resolver
+(a file, `env:NAME`, or `vault:` read when the server started): a key that cannot be
+had stops the start with its setting, rather than failing the first request.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
 
 from llmgw.catalog import Model
 from llmgw.config import Settings
-from llmgw.errors import ConfigError
+from llmgw.config.secrets import resolve_secret
 from llmgw.router.endpoints import EndpointSpec
 
 
-def _read_key(path: str, model: str, field: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ConfigError(
-            [f'model "{model}": {field} {path!r} cannot be read ({reason}): put the provider key there']
-        ) from exc
+def _read_key(reference: str, model: str, field: str, vault: Mapping[str, str] | None) -> str:
+    return resolve_secret(reference, f"models[{model}].{field}", vault=vault)
 
 
-def external_specs(model: Model) -> list[EndpointSpec]:
-    """The endpoints of one external model: one per key, or one with no key."""
+def external_specs(model: Model, vault: Mapping[str, str] | None = None) -> list[EndpointSpec]:
+    """The endpoints of one external model: one per key, or one with no key. `vault`
+    holds the values of `vault:` references read at start."""
     external = model.external
     if external is None:
         return []
@@ -50,18 +46,20 @@ def external_specs(model: Model) -> list[EndpointSpec]:
         return [
             spec(
                 f"external:{model.name}#{i}",
-                _read_key(key.file, model.name, f"external.api_key_files[{i - 1}]"),
+                _read_key(key.file, model.name, f"external.api_key_files[{i - 1}].file", vault),
                 key.weight or 1.0,
             )
             for i, key in enumerate(external.api_key_files, start=1)
         ]
     key = (
-        _read_key(external.api_key_file, model.name, "external.api_key_file") if external.api_key_file else ""
+        _read_key(external.api_key_file, model.name, "external.api_key_file", vault)
+        if external.api_key_file
+        else ""
     )
     return [spec(f"external:{model.name}", key, 1.0)]
 
 
-def static_specs(settings: Settings) -> list[EndpointSpec]:
+def static_specs(settings: Settings, vault: Mapping[str, str] | None = None) -> list[EndpointSpec]:
     """Every endpoint a router-only gateway routes to."""
     specs = [
         EndpointSpec(
@@ -79,5 +77,5 @@ def static_specs(settings: Settings) -> list[EndpointSpec]:
         for e in settings.endpoints
     ]
     for model in settings.catalog().models():
-        specs.extend(external_specs(model))
+        specs.extend(external_specs(model, vault))
     return specs

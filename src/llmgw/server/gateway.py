@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -88,9 +88,11 @@ class Gateway:
         admin_api: AdminRoutes | None = None,
         debug: AdminRoutes | None = None,
         mounts: Sequence[tuple[str, App]] = (),
+        vault: Mapping[str, str] | None = None,
     ) -> None:
         """`mounts` are applications answering under a path prefix on the client port
-        (SCIM at /scim/v2), built by the caller, which holds the store they need."""
+        (SCIM at /scim/v2), built by the caller, which holds the store they need;
+        `vault` the values of `vault:` references read at start (external keys)."""
         router = settings.router
         self.settings = settings
         self.clock = clock
@@ -98,7 +100,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.client = UpstreamClient()
         self.endpoints = EndpointRegistry(self.client, router.failure_threshold, _seconds(router.cooldown))
-        self.endpoints.publish(static_specs(settings))
+        self.vault_values: Mapping[str, str] = vault or {}
+        self.endpoints.publish(static_specs(settings, self.vault_values))
         self.registry = new_registry(self.metrics, self.endpoints, clock)
         # The process's own figures (CPU, memory, open files), in this registry rather
         # than prometheus_client's global one, which the gateway never exports.
@@ -287,7 +290,11 @@ def _objectives(catalog: Catalog) -> dict[str, Objective]:
 
 
 def scim_mounts(
-    settings: Settings, store: Store, auth: AuthGate | None, config_dir: Path | None
+    settings: Settings,
+    store: Store,
+    auth: AuthGate | None,
+    config_dir: Path | None,
+    vault: Mapping[str, str] | None = None,
 ) -> list[tuple[str, App]]:
     """The identity provider's provisioning on the client port: SCIM at /scim/v2 when
     `auth.scim` is enabled (with auth on: people exist only in the auth store)."""
@@ -311,7 +318,9 @@ def scim_mounts(
         auth.directory.apply((person,), (), time.time())
 
     app = ScimApp(
-        store.provisioning, read_token(scim.token_file, base_dir=config_dir), on_person=person_changed
+        store.provisioning,
+        read_token(scim.token_file, base_dir=config_dir, vault=vault),
+        on_person=person_changed,
     )
     log.info("SCIM provisioning served at %s", SCIM_PREFIX)
     return [(SCIM_PREFIX, app)]

@@ -36,10 +36,12 @@ from llmgw.http.http1_server import Http1Server
 from llmgw.http.rsgi import App as RsgiApp
 from llmgw.identity import IdentityApp, build_identity, purge_loop
 from llmgw.router.admin_routes import RouterRoutes
+from llmgw.secrets.runtime import SecretsRuntime, open_secrets
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
+from llmgw.store.cluster_secret import check_sealed
 
 log = logging.getLogger(__name__)
 
@@ -205,11 +207,13 @@ def _debug_routes(settings: Settings, token: str | None) -> DebugRoutes | None:
     return DebugRoutes(token)
 
 
-def _identity(settings: Settings, tenancy: Tenancy | None, config_dir: Path | None) -> IdentityApp | None:
+def _identity(
+    settings: Settings, tenancy: Tenancy | None, config_dir: Path | None, secrets: SecretsRuntime
+) -> IdentityApp | None:
     """With auth on, the sign-in routes (/auth, and /signup when it is open)."""
     if tenancy is None or not settings.auth.enabled:
         return None
-    return build_identity(settings.auth, tenancy.store, config_dir=config_dir)
+    return build_identity(settings.auth, tenancy.store, config_dir=config_dir, vault=secrets.vault_values)
 
 
 def people_routes(settings: Settings, tenancy: Tenancy, identity: IdentityApp) -> list[tuple[str, RsgiApp]]:
@@ -220,15 +224,28 @@ def people_routes(settings: Settings, tenancy: Tenancy, identity: IdentityApp) -
 
 
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
+    # Every secret is had (and Vault logged in to) before anything listens.
+    secrets = await open_secrets(settings, config_dir)
+    try:
+        await _serve_with(settings, stop, config_dir, secrets)
+    finally:
+        await secrets.close()
+
+
+async def _serve_with(
+    settings: Settings, stop: asyncio.Event, config_dir: Path | None, secrets: SecretsRuntime
+) -> None:
     token = _admin_token(settings, config_dir)
     async with _tenancy(settings, config_dir, token) as tenancy:
+        if tenancy is not None:
+            await check_sealed(tenancy.store.engine, secrets.sealer)
         api = tenancy.api if tenancy is not None else None
-        identity = _identity(settings, tenancy, config_dir)
+        identity = _identity(settings, tenancy, config_dir, secrets)
         mounts: list[tuple[str, RsgiApp]] = (
             [(prefix, identity) for prefix in identity.prefixes] if identity is not None else []
         )
         if tenancy is not None:
-            mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir)
+            mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir, secrets.vault_values)
         if identity is not None and tenancy is not None:
             mounts += people_routes(settings, tenancy, identity)
         gateway = Gateway(
@@ -237,6 +254,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
             admin_api=api,
             debug=_debug_routes(settings, token),
             mounts=mounts,
+            vault=secrets.vault_values,
         )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
@@ -251,7 +269,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
         if identity is not None:
             background.append(asyncio.create_task(purge_loop(identity), name="session-purge"))
         control = await start_control(
-            settings, gateway, tenancy.store if tenancy is not None else None, config_dir
+            settings, gateway, tenancy.store if tenancy is not None else None, config_dir, secrets.sealer
         )
         if api is not None and control is not None:
             api.control = control.routes

@@ -63,3 +63,9 @@ def test_a_redirect_url_needs_the_callback_path() -> None:
         Auth.model_validate({"oidc": {**oidc, "redirect_url": "https://llm.example.com"}})
     ok = Auth.model_validate({"oidc": {**oidc, "redirect_url": "https://llm.example.com/auth/callback"}})
     assert ok.oidc.redirect_url.endswith("/auth/callback")
+
+
+def test_a_file_reference_may_say_file(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("from-file\n")
+    assert resolve_secret(f"file:{tmp_path / 'secret'}", SETTING) == "from-file"
+    assert resolve_secret("file:secret", SETTING, base_dir=tmp_path) == "from-file"

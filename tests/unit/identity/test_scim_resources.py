@@ -138,7 +138,7 @@ def test_the_token_comes_from_a_file_or_the_environment(
     ("reference", "named"),
     [
         ("env:SCIM_TOKEN_UNSET_FOR_TEST", "SCIM_TOKEN_UNSET_FOR_TEST is unset or empty"),
-        ("vault:secret/llmgw/scim#token", "does not do"),
+        ("vault:secret/llmgw/scim#token", "was not read from Vault: configure secrets.vault"),
         ("/nonexistent/scim-token", "cannot read /nonexistent/scim-token"),
     ],
 )

@@ -7,6 +7,7 @@ naming the setting rather than refusing every provisioning request later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from llmgw.config.secrets import resolve_secret
@@ -17,10 +18,12 @@ MIN_TOKEN_CHARS = 16
 _SETTING = "auth.scim.token_file"
 
 
-def read_token(reference: str, *, base_dir: Path | None = None) -> str:
+def read_token(
+    reference: str, *, base_dir: Path | None = None, vault: Mapping[str, str] | None = None
+) -> str:
     """The token `reference` names; `ConfigError` naming auth.scim.token_file and the fix
     when it cannot be read or is too short to be a secret."""
-    token = resolve_secret(reference, _SETTING, base_dir=base_dir)
+    token = resolve_secret(reference, _SETTING, base_dir=base_dir, vault=vault)
     if len(token) < MIN_TOKEN_CHARS:
         raise ConfigError(
             [
