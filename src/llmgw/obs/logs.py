@@ -94,6 +94,9 @@ def _with_ids(fields: Mapping[str, object] | None, request_id: str, trace_id: st
     return extra
 
 
+_INSTALLED = "_llmgw_installed"
+
+
 class _Stamps:
     """A time's text, its whole seconds made once per second: lines of one batch mostly
     share their second, and formatting a date is most of a short line's cost."""
@@ -193,14 +196,29 @@ class JsonFormatter(logging.Formatter):
         ).decode()
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a line is written, as logging's own last
+    resort does, so a command run in-process (tests) never keeps a closed stream."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+
 def install(level: int, log_format: str, stream: TextIO | None = None) -> logging.Handler:
     """Sends every logger's lines at `level` and above to `stream` (stderr) in
-    `log_format`, replacing what the root logger wrote to before; returns the handler."""
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    `log_format`; returns the handler. Installing again replaces the handler installed
+    before, and leaves handlers llmgw did not install (a test's, say) in place."""
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if check_log_format(log_format) == "json" else TextFormatter())
+    setattr(handler, _INSTALLED, True)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if getattr(old, _INSTALLED, False):
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     return handler
