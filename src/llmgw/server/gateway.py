@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from llmgw.auth.gate import AuthGate
 from llmgw.catalog import Catalog
@@ -43,6 +44,10 @@ from llmgw.server.admin import AdminApp, AdminRoutes
 from llmgw.server.endpoints_static import static_specs
 from llmgw.upstream import UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from llmgw.obs.provider import Traces
+    from llmgw.obs.spans import Spans
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +80,12 @@ class Gateway:
         *,
         auth: AuthGate | None = None,
         admin_api: AdminRoutes | None = None,
+        traces: Traces | None = None,
     ) -> None:
         router = settings.router
         self.settings = settings
+        # The server owns the tracer provider (and closes it); the gateway only starts spans.
+        self.spans: Spans | None = traces.spans if traces is not None else None
         self.clock = clock
         self.catalog = settings.catalog()
         self.metrics = GatewayMetrics()
@@ -147,7 +155,7 @@ class Gateway:
         self.guard = Guardrails(
             PolicySet.from_settings(settings.guard),
             _judge_formats(self.catalog),
-            RouterJudge(self.endpoints, limits, self.watchdog, clock),
+            RouterJudge(self.endpoints, limits, self.watchdog, clock, self.spans),
             clock,
         )
         self.registry.register(GuardCollector(self.guard.counts))
@@ -185,6 +193,7 @@ class Gateway:
             cors=_cors(router.cors),
             clock=clock,
             guard=self.guard,
+            spans=self.spans,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)

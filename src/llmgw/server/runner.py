@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmgw.admin import token as admin_token
 from llmgw.admin.api import AdminApi
@@ -31,11 +32,15 @@ from llmgw.guard.attachments import GuardRoutes
 from llmgw.http.body_guard import BodyRules
 from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
+from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.server import heap
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
+
+if TYPE_CHECKING:
+    from llmgw.obs.provider import Traces
 
 log = logging.getLogger(__name__)
 
@@ -158,10 +163,27 @@ async def serve(
         await _serve(settings, stop, run_dir)
 
 
+@contextlib.asynccontextmanager
+async def _traces(settings: Settings) -> AsyncIterator[Traces | None]:
+    """The server's tracer provider when `tracing` (or OTEL_*) names a collector; its
+    last spans are exported as the server stops, off the event loop."""
+    traces = build_traces(settings.tracing, os.environ)
+    if traces is None:
+        yield None
+        return
+    log.info("tracing: spans exported over OTLP/%s", settings.tracing.protocol)
+    try:
+        yield traces
+    finally:
+        await asyncio.to_thread(traces.close)
+
+
 async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | None) -> None:
-    async with _tenancy(settings, config_dir) as tenancy:
+    async with _traces(settings) as traces, _tenancy(settings, config_dir) as tenancy:
         api = tenancy.api if tenancy is not None else None
-        gateway = Gateway(settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api)
+        gateway = Gateway(
+            settings, auth=tenancy.gate if tenancy is not None else None, admin_api=api, traces=traces
+        )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
