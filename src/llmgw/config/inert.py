@@ -43,7 +43,6 @@ INERT: Mapping[str, str] = {
     "debug_pprof": "profiling is not served by this version; /debug answers nothing",
     # Observability beyond /metrics.
     "monitoring": "this version does not query Prometheus; nothing reads monitoring",
-    "tracing": "this version exports no traces",
     # Installing and updating.
     "mirror": "the mirror API is not used by this version; nothing is fetched from or served by it",
     "offline.checksums": "this version verifies no release checksums",
