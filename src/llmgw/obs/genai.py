@@ -2,7 +2,7 @@
 answered, its token counts and finish reasons.
 
 Read only for a request that is being traced, and then once: from a whole answer's
-JSON, or from the last events of a stream (the finish reasons come in the last content
+JSON, or from the last events of a stream (the finish reason comes in the last content
 chunk, the usage in the chunk after it), never from every chunk as it passes. Pure
 functions of bytes, so they are tested without a gateway.
 """
@@ -39,16 +39,16 @@ def from_answer(body: bytes) -> Attributes:
 
 
 def from_stream_tail(tail: bytes) -> Attributes:
-    """The attributes the last events of a stream carry: `tail` is its last bytes,
-    whose first event may be cut (it is skipped)."""
+    """The attributes the last events of a stream carry: `tail` is its last bytes as
+    the relay sent them (LF line endings), whose first event may be cut (it is
+    skipped). Read from the end, up to the last chunk that names a finish reason: a few
+    events, however long the stream."""
     out: Attributes = {}
     reasons: list[str] = []
-    events = tail.replace(b"\r\n", b"\n").split(b"\n\n")
-    for event in events[1:] if len(events) > 1 else events:
+    events = tail.split(b"\n\n")
+    for event in reversed(events[1:] if len(events) > 1 else events):
         for line in event.split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
+            payload = line[5:].strip() if line.startswith(b"data:") else b""
             if not payload.startswith(b"{"):
                 continue
             try:
@@ -57,6 +57,8 @@ def from_stream_tail(tail: bytes) -> Attributes:
                 continue
             if isinstance(decoded, dict):
                 _read(decoded, out, reasons)
+        if reasons:
+            break
     return out
 
 

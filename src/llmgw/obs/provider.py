@@ -22,6 +22,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
 
 from llmgw.config.observability import Tracing
@@ -65,6 +66,22 @@ def sampler(settings: Tracing, environ: Mapping[str, str]) -> Sampler | None:
     return ParentBased(TraceIdRatioBased(settings.sample_ratio))
 
 
+class DrawnIds(RandomIdGenerator):
+    """The SDK's random ids, except that the trace id the request path drew for a new
+    trace, to decide on sampling before starting anything, is the one its span gets
+    (`Spans.request`): the sampler then sees the id the decision was made on."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+
+    def generate_trace_id(self) -> int:
+        drawn = self.drawn
+        if drawn:
+            self.drawn = 0
+            return drawn
+        return super().generate_trace_id()
+
+
 def provider(
     settings: Tracing, environ: Mapping[str, str], span_exporter: SpanExporter | None = None
 ) -> TracerProvider:
@@ -74,19 +91,34 @@ def provider(
     if "service_name" in settings.model_fields_set or not environ.get(_SERVICE_VARIABLE):
         attributes[SERVICE_NAME] = settings.service_name
     built = TracerProvider(
-        sampler=sampler(settings, environ), resource=Resource.create(attributes), shutdown_on_exit=False
+        sampler=sampler(settings, environ),
+        resource=Resource.create(attributes),
+        shutdown_on_exit=False,
+        id_generator=DrawnIds(),
     )
     built.add_span_processor(BatchSpanProcessor(span_exporter or exporter(settings)))
     return built
+
+
+def root_bound(settings: Tracing, environ: Mapping[str, str]) -> int | None:
+    """The bound under which a new trace's id (its low 64 bits) is sampled, as
+    TraceIdRatioBased decides; None where the SDK's sampler comes from OTEL_TRACES_SAMPLER
+    (then every request asks it)."""
+    if sampler(settings, environ) is None:
+        return None
+    return TraceIdRatioBased.get_bound_for_rate(settings.sample_ratio)
 
 
 class Traces:
     """A server's tracer provider and the span helpers its roles are given; `close`
     exports what is left and stops the exporter's thread."""
 
-    def __init__(self, owned: TracerProvider) -> None:
+    def __init__(self, owned: TracerProvider, bound: int | None = None) -> None:
         self.provider = owned
-        self.spans = Spans(owned.get_tracer("llmgw"))
+        ids = owned.id_generator
+        self.spans = Spans(
+            owned.get_tracer("llmgw"), ids if isinstance(ids, DrawnIds) and bound is not None else None, bound
+        )
 
     def close(self) -> None:
         """Flushes the spans still held, then shuts the provider down. Blocking (up to

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from random import getrandbits
 from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import context as otel_context
@@ -33,11 +34,14 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
     from opentelemetry.util.types import AttributeValue
 
+    from llmgw.obs.provider import DrawnIds
+
 TRACEPARENT = "traceparent"
 # What the tail of a traced stream keeps for its finish reasons and usage: the last
 # content chunk, the usage chunk and [DONE] fit in it many times over.
 _TAIL_BYTES = 4096
 _PROPAGATOR = TraceContextTextMapPropagator()
+_LOW_64_BITS = (1 << 64) - 1
 
 
 class Headers(Protocol):
@@ -67,17 +71,30 @@ def failed(span: Span, error: BaseException) -> None:
 
 
 class Spans:
-    """Starts llmgw's spans on one tracer; one per server."""
+    """Starts llmgw's spans on one tracer; one per server. With `ids` and `bound` (the
+    provider's DrawnIds and its TraceIdRatioBased bound), a request that starts a new
+    trace is decided on first: one random draw, and nothing more when it is not
+    sampled, rather than the SDK's making and discarding a span for it."""
 
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, tracer: Tracer, ids: DrawnIds | None = None, bound: int | None = None) -> None:
         self.tracer = tracer
+        self._ids = ids
+        self._bound = bound
 
     def request(
         self, method: str, route: str, path: str, headers: Headers, request_id: str
     ) -> RequestTrace | None:
         """The SERVER span of an API request, as a `RequestTrace`; None when it is not
         sampled (nothing more is recorded for it)."""
-        parent = _PROPAGATOR.extract(headers, getter=_GETTER) if headers.get(TRACEPARENT) else None
+        parent = None
+        if headers.get(TRACEPARENT):
+            parent = _PROPAGATOR.extract(headers, getter=_GETTER)
+        elif self._ids is not None and self._bound is not None:
+            # The draw RandomIdGenerator makes, judged as TraceIdRatioBased judges it.
+            drawn = getrandbits(128)
+            if drawn & _LOW_64_BITS >= self._bound or not drawn:
+                return None
+            self._ids.drawn = drawn
         span = self.tracer.start_span(
             f"{method} {route}",
             context=parent,

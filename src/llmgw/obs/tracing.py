@@ -39,6 +39,6 @@ def build_traces(
     `span_exporter` to see the spans, which turns tracing on without an endpoint."""
     if span_exporter is None and not enabled(settings, environ):
         return None
-    from llmgw.obs.provider import Traces, provider  # noqa: PLC0415 (the SDK only when on)
+    from llmgw.obs.provider import Traces, provider, root_bound  # noqa: PLC0415 (the SDK only when on)
 
-    return Traces(provider(settings, environ, span_exporter))
+    return Traces(provider(settings, environ, span_exporter), root_bound(settings, environ))

@@ -57,6 +57,8 @@ def test_a_streams_tail_gives_the_finish_reason_and_the_usage() -> None:
     }
 
 
-def test_a_stream_with_crlf_line_endings_reads_the_same() -> None:
-    last = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]).replace(b"\n", b"\r\n")
-    assert from_stream_tail(b"x\r\n\r\n" + last)["gen_ai.response.finish_reasons"] == ("stop",)
+def test_only_the_last_finish_reason_of_a_stream_is_read() -> None:
+    # Read back from the end, the walk stops at the last chunk naming a finish reason.
+    early = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    last = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "length"}])
+    assert from_stream_tail(b"x\n\n" + early + last)["gen_ai.response.finish_reasons"] == ("length",)
