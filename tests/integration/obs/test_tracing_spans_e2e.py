@@ -197,3 +197,50 @@ def test_the_model_listing_is_a_server_span_of_its_own(pair: Pair) -> None:
     assert listing.kind is SpanKind.SERVER
     assert (listing.attributes or {})["url.path"] == "/v1/models/m"
     assert (listing.attributes or {})["http.response.status_code"] == 200
+
+
+def test_guard_checks_and_their_judge_calls_are_steps_of_the_request() -> None:
+    echo = sim("--model", "chat-model", "--echo", "--default-max-tokens", "400")
+    judge = sim("--model", "judge", "--judge", "llamaguard3")
+    check = {"type": "model", "model": "judge", "stage": "both", "action": "block", "timeout": "5s"}
+    document = {
+        "endpoints": [endpoint("echo", echo, "chat-model"), endpoint("judge", judge, "judge")],
+        "models": [
+            {"name": "chat-model"},
+            {"name": "judge", "role": "guard", "guard": {"format": "llamaguard3"}, "scaling": {"min": 1}},
+        ],
+        "guard": {"default": "judged", "policies": [{"name": "judged", "checks": [check]}]},
+    }
+    exporter = InMemorySpanExporter()
+
+    async def run() -> int:
+        async with (
+            traced_gateway(document, exporter) as base,
+            httpx.AsyncClient(timeout=20) as client,
+        ):
+            body = {"model": "chat-model", "messages": [{"role": "user", "content": "a kind question"}]}
+            return (await client.post(base + "/v1/chat/completions", json=body)).status_code
+
+    try:
+        assert asyncio.run(run()) == 200
+        judge_state = sim_state(judge)
+    finally:
+        echo.stop()
+        judge.stop()
+    spans = list(exporter.get_finished_spans())
+    (server,) = named(spans, "POST /v1/chat/completions")
+    (checked_in,) = named(spans, "guard.input")
+    (checked_out,) = named(spans, "guard.output")
+    assert parent_id(checked_in) == span_id(server)
+    assert parent_id(checked_out) == span_id(server)
+    asked_in, asked_out = sorted(named(spans, "guard.judge"), key=lambda s: s.start_time or 0)
+    assert parent_id(asked_in) == span_id(checked_in)
+    assert parent_id(asked_out) == span_id(checked_out)
+    for asked in (asked_in, asked_out):
+        assert asked.kind is SpanKind.CLIENT
+        assert (asked.attributes or {})["gen_ai.request.model"] == "judge"
+        assert (asked.attributes or {})["http.response.status_code"] == 200
+    # The judge's engine continues the trace from the call made on it.
+    assert server.context is not None
+    trace_id = f"{server.context.trace_id:032x}"
+    assert judge_state["last_traceparent"].split("-")[1:3] == [trace_id, f"{span_id(asked_out):016x}"]
