@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
 from llmgw.config.observability import Tracing
 from llmgw.obs.provider import Traces, exporter, http_endpoint
@@ -156,3 +157,18 @@ def test_insecure_decides_the_grpc_channel_where_the_endpoint_has_no_scheme() ->
 )
 def test_the_http_endpoint_gets_the_traces_path_when_it_has_none(given: str, url: str) -> None:
     assert http_endpoint(given) == url
+
+
+def test_the_request_paths_draw_is_the_trace_id_the_sampler_judged() -> None:
+    # A new trace is decided on before any span exists (one draw); the span then gets
+    # the drawn id, so what was kept is what TraceIdRatioBased itself keeps.
+    exporter = InMemorySpanExporter()
+    traces = build_traces(Tracing(sample_ratio=0.25), {}, exporter)
+    assert traces is not None
+    assert sampled(traces, count=400) > 0
+    traces.close()
+    bound = TraceIdRatioBased.get_bound_for_rate(0.25)
+    ids = [span.context.trace_id for span in exporter.get_finished_spans() if span.context is not None]
+    assert ids
+    assert all(trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < bound for trace_id in ids)
+    assert len(set(ids)) == len(ids)
