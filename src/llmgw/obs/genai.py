@@ -41,8 +41,9 @@ def from_answer(body: bytes) -> Attributes:
 def from_stream_tail(tail: bytes) -> Attributes:
     """The attributes the last events of a stream carry: `tail` is its last bytes as
     the relay sent them (LF line endings), whose first event may be cut (it is
-    skipped). Read from the end, up to the last chunk that names a finish reason: a few
-    events, however long the stream."""
+    skipped). Read from the end up to the last chunk with choices, which holds the
+    finish reason: a few events (that chunk, the usage chunk, [DONE]), however long
+    the stream."""
     out: Attributes = {}
     reasons: list[str] = []
     events = tail.split(b"\n\n")
@@ -55,14 +56,13 @@ def from_stream_tail(tail: bytes) -> Attributes:
                 decoded = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(decoded, dict):
-                _read(decoded, out, reasons)
-        if reasons:
-            break
+            if isinstance(decoded, dict) and _read(decoded, out, reasons):
+                return out
     return out
 
 
-def _read(decoded: dict[str, Any], out: Attributes, reasons: list[str]) -> None:
+def _read(decoded: dict[str, Any], out: Attributes, reasons: list[str]) -> bool:
+    """Adds what `decoded` says to `out`; whether it had choices."""
     model, ident = decoded.get("model"), decoded.get("id")
     if isinstance(model, str) and model:
         out[RESPONSE_MODEL] = model
@@ -83,3 +83,4 @@ def _read(decoded: dict[str, Any], out: Attributes, reasons: list[str]) -> None:
                 reasons.append(reason)
     if reasons:
         out[FINISH_REASONS] = tuple(reasons)
+    return isinstance(choices, list) and bool(choices)

@@ -185,14 +185,24 @@ class RequestTrace:
         """A child span of the request, started now; the caller ends it."""
         return self.tracer.start_span(name, context=self.context, kind=kind, attributes=attributes)
 
-    def picked(self, started: Span, replica: str, why: str, candidates: int, attempt: int) -> None:
-        """Ends a `pick` step with the replica chosen and the picker's reason (only,
-        round_robin, load, session, prefix)."""
-        started.set_attribute("llmgw.replica", replica)
-        started.set_attribute("llmgw.pick.reason", why)
-        started.set_attribute("llmgw.pick.candidates", candidates)
-        started.set_attribute("llmgw.attempt", attempt)
-        started.end()
+    def picked(
+        self, started_ns: int, model: str, replica: str, why: str, candidates: int, attempt: int
+    ) -> None:
+        """The `pick` step that began at `started_ns` (time.time_ns) and ends now, with
+        the replica chosen and the picker's reason (only, round_robin, load, session,
+        prefix). Made once the choice is known, so its attributes go in at once."""
+        self.tracer.start_span(
+            "pick",
+            context=self.context,
+            start_time=started_ns,
+            attributes={
+                "llmgw.model": model,
+                "llmgw.replica": replica,
+                "llmgw.pick.reason": why,
+                "llmgw.pick.candidates": candidates,
+                "llmgw.attempt": attempt,
+            },
+        ).end()
 
     def upstream(self, replica: str, host: str, port: int, attempt: int) -> Span:
         """The CLIENT span of one try on `replica`: from the dial to the end of its
@@ -211,12 +221,15 @@ class RequestTrace:
 
     def asked(self, operation: str, model: str, stream: bool, max_tokens: int | None) -> None:
         """What the request asks for, once it is parsed."""
-        span = self.span
-        span.set_attribute(genai.OPERATION, operation)
-        span.set_attribute(genai.REQUEST_MODEL, model)
-        span.set_attribute("llmgw.stream", stream)
+        # Set together: each set_attribute takes the span's lock and checks the value.
+        asked: dict[str, AttributeValue] = {
+            genai.OPERATION: operation,
+            genai.REQUEST_MODEL: model,
+            "llmgw.stream": stream,
+        }
         if max_tokens is not None:
-            span.set_attribute(genai.REQUEST_MAX_TOKENS, max_tokens)
+            asked[genai.REQUEST_MAX_TOKENS] = max_tokens
+        self.span.set_attributes(asked)
 
     def set(self, name: str, value: AttributeValue) -> None:
         self.span.set_attribute(name, value)
@@ -257,16 +270,13 @@ class RequestTrace:
     def answered(self, model: str, replica: str, body: bytes | None, usage: bytes | None = None) -> None:
         """The answer came from `replica` of `model`; `body` (a whole answer's; None for
         a stream, read from what `saw` kept and its `usage` event's JSON) says the rest."""
-        span = self.span
-        span.set_attribute("llmgw.model", model)
-        span.set_attribute("llmgw.replica", replica)
         if body is not None:
             read = genai.from_answer(body)
         else:
             read = genai.from_stream_tail(self._tail)
             if usage is not None:
                 read.update(genai.from_answer(usage))
-        span.set_attributes(read)
+        self.span.set_attributes({"llmgw.model": model, "llmgw.replica": replica, **read})
 
     def end(self, status: int | None) -> None:
         """Ends the request's span with the HTTP status it was answered with (None: the

@@ -131,11 +131,11 @@ class Dispatcher:
                         candidates, request.prompt, request.session, target.routing_profile, now
                     )
                 else:
-                    picking = trace.step("pick", {"llmgw.model": target.model})
+                    picking = time.time_ns()
                     endpoint, why = self._picker.pick(
                         candidates, request.prompt, request.session, target.routing_profile, now
                     )
-                    trace.picked(picking, endpoint.id, why, len(candidates), tries)
+                    trace.picked(picking, target.model, endpoint.id, why, len(candidates), tries)
                 tried.add(endpoint.id)
                 if attempt:
                     self._metrics.retried(first.model)
