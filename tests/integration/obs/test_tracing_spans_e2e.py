@@ -61,6 +61,9 @@ async def traced_gateway(document: dict[str, Any], exporter: InMemorySpanExporte
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         gateway.close()
+        # The pools' connections close on the loop's next turns: let them, before it ends.
+        for _ in range(3):
+            await asyncio.sleep(0)
         await asyncio.to_thread(traces.close)
 
 
