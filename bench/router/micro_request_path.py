@@ -23,8 +23,13 @@ info, to /dev/null (the formatting and the write are counted, not a terminal's
 drawing); with `--no-access-log` as well, `router.access_log` is off. Without either,
 logging is left unconfigured, as in the figures recorded before the access log.
 
+With `--tracing RATIO`, tracing is on at that `sample_ratio`: the server's own tracer
+provider, its batch processor and a span exporter that encodes every batch as OTLP
+protobuf and drops the bytes (the exporter's work but the network's), so the cost
+counted is the request path's spans plus their export, in every thread.
+
     .venv/bin/python bench/router/micro_request_path.py [--stream] [--prefix] [--no-admission] \
-        [--auth] [--guard] [--log-format json] [--no-access-log] [-n 20000]
+        [--auth] [--guard] [--log-format json] [--no-access-log] [--tracing RATIO] [-n 20000]
 """
 
 from __future__ import annotations
@@ -38,17 +43,22 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import auth_setup
 import uvloop
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from procs import BENCH_KEY
 
 from llmgw.auth.gate import AuthGate
 from llmgw.config import settings_from_mapping
 from llmgw.obs.logs import install
+from llmgw.obs.provider import Traces
+from llmgw.obs.tracing import build_traces
 from llmgw.server import heap
 from llmgw.server.gateway import Gateway
 from llmgw.store import Store
@@ -102,6 +112,8 @@ class FakeConn:
 
 class FakePool:
     host_header = b"127.0.0.1:1"
+    host = "127.0.0.1"
+    port = 1
 
     def __init__(self, stream: bool) -> None:
         self.conn = FakeConn(stream)
@@ -148,6 +160,20 @@ class FakeProto:
 
     def response_stream(self, status: int, headers: Any, first: bytes = b"") -> FakeTransport:
         return FakeTransport()
+
+
+class EncodingExporter(SpanExporter):
+    """Encodes each batch as the OTLP exporters do, then drops it: the export's CPU
+    without a collector."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.bytes = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        self.bytes += len(encode_spans(spans).SerializeToString())
+        return SpanExportResult.SUCCESS
 
 
 HAND_OVERS = random.Random(6).choices(range(128, 385), k=64)
@@ -213,6 +239,7 @@ async def main(
     auth: bool = False,
     guard: bool = False,
     access_log: bool = True,
+    tracing: float | None = None,
 ) -> None:
     mapping: dict[str, Any] = {
         "endpoints": [
@@ -226,15 +253,23 @@ async def main(
     }
     if guard:
         mapping["guard"] = GUARD
+    if tracing is not None:
+        mapping["tracing"] = {"endpoint": "http://127.0.0.1:9", "protocol": "http", "sample_ratio": tracing}
     async with contextlib.AsyncExitStack() as stack:
         gate = await stack.enter_async_context(auth_gate(mapping)) if auth else None
         settings = settings_from_mapping(mapping, source="bench", environ={})
-        gateway = Gateway(settings, auth=gate)
+        exporter = EncodingExporter()
+        traces = build_traces(settings.tracing, {}, exporter) if tracing is not None else None
+        gateway = Gateway(settings, auth=gate, traces=traces)
         heap.settle()  # as `llmgw server` does once it is up
-        await run(gateway, gate, count, stream)
+        await run(gateway, gate, count, stream, traces)
+        if traces is not None:
+            print(f"tracing={tracing}: {exporter.spans} spans exported, {exporter.bytes} bytes of OTLP")
 
 
-async def run(gateway: Gateway, gate: AuthGate | None, count: int, stream: bool) -> None:
+async def run(
+    gateway: Gateway, gate: AuthGate | None, count: int, stream: bool, traces: Traces | None = None
+) -> None:
     for endpoint in gateway.endpoints.all():
         endpoint.pool = FakePool(stream)  # type: ignore[assignment]
     system = "You are a helpful assistant for the finance team. " * 20
@@ -266,8 +301,12 @@ async def run(gateway: Gateway, gate: AuthGate | None, count: int, stream: bool)
             await gate.writer.settle(600)
 
     await requests(2000)
+    if traces is not None:
+        traces.provider.force_flush()
     cpu, started = time.process_time(), time.perf_counter()
     await requests(count)
+    if traces is not None:
+        traces.close()  # what the timed requests left in the batch is exported, and counted
     cpu, elapsed = time.process_time() - cpu, time.perf_counter() - started
     dropped = 0 if gate is None else gate.writer.counts.dropped
     router = gateway.settings.router
@@ -275,7 +314,8 @@ async def run(gateway: Gateway, gate: AuthGate | None, count: int, stream: bool)
         f"{'stream' if stream else 'non-stream'} prefix={'on' if router.prefix.enabled else 'off'} "
         f"admission={'on' if router.admission.enabled else 'off'} "
         f"auth={'on' if gate is not None else 'off'} "
-        f"guard={'on' if gateway.guard.active else 'off'}: "
+        f"guard={'on' if gateway.guard.active else 'off'} "
+        f"tracing={'off' if traces is None else gateway.settings.tracing.sample_ratio}: "
         f"{cpu / count * 1e6:.1f} µs CPU per request ({elapsed / count * 1e6:.1f} µs wall) over {count}"
         + (f", usage records dropped: {dropped}" if gate is not None else "")
     )
@@ -293,17 +333,11 @@ if __name__ == "__main__":
         "--log-format", choices=("text", "json"), help="log at info to /dev/null, in this format"
     )
     parser.add_argument("--no-access-log", action="store_true", help="router.access_log off")
+    parser.add_argument(
+        "--tracing", type=float, metavar="RATIO", help="tracing on at this sample_ratio (0 to 1); off without"
+    )
     args = parser.parse_args()
     if args.log_format:
         install(logging.INFO, args.log_format, open(os.devnull, "w"))  # noqa: SIM115 (open for the process's life)
-    uvloop.run(
-        main(
-            args.n,
-            args.stream,
-            args.prefix,
-            not args.no_admission,
-            args.auth,
-            args.guard,
-            not args.no_access_log,
-        )
-    )
+    options = (not args.no_admission, args.auth, args.guard, not args.no_access_log, args.tracing)
+    uvloop.run(main(args.n, args.stream, args.prefix, *options))

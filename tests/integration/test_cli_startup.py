@@ -8,7 +8,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("sqlalchemy", "alembic", "aiohttp", "uvloop", "llmgw.store", "llmgw.router", "llmgw.agent.node")
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "aiohttp",
+    "uvloop",
+    "opentelemetry",
+    "llmgw.store",
+    "llmgw.router",
+    "llmgw.agent.node",
+)
 
 
 def test_loading_the_command_line_leaves_the_roles_unimported() -> None:

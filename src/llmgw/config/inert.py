@@ -36,8 +36,6 @@ INERT: Mapping[str, str] = {
     # Web pages.
     "threads": "conversations and notes are not stored by this version",
     "landing": "there is no landing page or docs portal in this version; nothing shows this text",
-    # Observability beyond /metrics.
-    "tracing": "this version exports no traces",
     # Installing and updating.
     "mirror": "the mirror API is not used by this version; nothing is fetched from or served by it",
     "offline.checksums": "this version verifies no release checksums",

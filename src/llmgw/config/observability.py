@@ -54,12 +54,12 @@ class Monitoring(Strict):
 
 
 class Tracing(Strict):
-    """Export of OpenTelemetry traces over OTLP, covering requests and, on a control
-    plane, placement decisions, replica starts and model jobs. Disabled until an
-    endpoint is configured here or through OTEL_EXPORTER_OTLP_ENDPOINT.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    """Export of OpenTelemetry traces over OTLP: a span per API request with its steps
+    (auth, admission wait, pick, each upstream try, guard checks and judge calls) and,
+    on a control plane, a span per reconcile pass and placement decision. Disabled
+    until an endpoint is configured here or through OTEL_EXPORTER_OTLP_ENDPOINT (or
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); the other OTEL_* variables the SDK reads apply
+    where this section is silent. Acted on by `llmgw.obs.tracing`.
     """
 
     endpoint: str = ""

@@ -45,12 +45,14 @@ from llmgw.router.flow import FlowControl
 from llmgw.router.metrics import MODEL_ROUTE, OTHER_ROUTE, GatewayMetrics
 from llmgw.router.request import ClientRequest, Kind, parse_request
 from llmgw.router.targets import Target, TargetResolver, check_limits, unknown_model
+from llmgw.router.traced import OPERATIONS, StatusSeen
 from llmgw.router.usage import NO_TAGS, Account, new_account
 
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
     from llmgw.auth.principal import Principal
     from llmgw.guard import Guardrails
+    from llmgw.obs.spans import RequestTrace, Spans
     from llmgw.router.access_log import AccessRecorder
 
 _GENERATION_ROUTES: dict[str, Kind] = {
@@ -89,6 +91,7 @@ class GatewayApp:
         guard: Guardrails | None = None,
         mounts: Sequence[tuple[str, App]] = (),
         access: AccessRecorder | None = None,
+        spans: Spans | None = None,
     ) -> None:
         self._resolver = resolver
         self._endpoints = endpoints
@@ -106,6 +109,8 @@ class GatewayApp:
         self._guard = guard
         self._mounts = tuple(mounts)
         self._access = access
+        # None with tracing off: each traced step is then one `is None` test.
+        self._spans = spans
         self._clock = clock
         self._wall_clock = wall_clock
         self._id_prefix = os.urandom(4).hex()
@@ -133,15 +138,22 @@ class GatewayApp:
                 if scope.method != "POST":
                     self._other_method(scope, plain, path, "POST", request_id, route)
                     return
-                await self._generate(scope, proto, kind, request_id)
+                spans = self._spans
+                if spans is None:
+                    await self._generate(scope, proto, kind, request_id, None)
+                else:
+                    await self._traced(scope, proto, kind, request_id, spans)
             elif path == "/v1/models" or path.startswith("/v1/models/"):
                 if path != "/v1/models":
                     route = MODEL_ROUTE
                 if scope.method != "GET":
                     self._other_method(scope, plain, path, "GET", request_id, route)
                     return
-                principal = await self._authenticate(scope)
-                self._list_models(proto, path, principal, request_id)
+                if self._spans is None:
+                    principal = await self._authenticate(scope)
+                    self._list_models(proto, path, principal, request_id)
+                else:
+                    await self._traced_models(scope, proto, path, request_id, self._spans)
                 self._metrics.served(route, 200)
             elif path in ("/", "/health", "/healthz"):
                 proto.response_bytes(
@@ -282,19 +294,81 @@ class GatewayApp:
             parts.append(part)
         return b"".join(parts)
 
-    async def _generate(self, scope: Scope, proto: HTTPProtocol, kind: Kind, request_id: str) -> None:
+    async def _traced(
+        self, scope: Scope, proto: HTTPProtocol, kind: Kind, request_id: str, spans: Spans
+    ) -> None:
+        """A generation request with tracing on: inside its SERVER span when sampled,
+        else as untraced, passing the client's trace context on to the replica."""
+        path = scope.path
+        trace = spans.request(scope.method, path, path, scope.headers, request_id)
+        if trace is None:
+            passed = spans.passed_on(scope.headers) if scope.headers.get("traceparent") else b""
+            await self._generate(scope, proto, kind, request_id, None, passed)
+            return
+        seen = StatusSeen(proto)
+        try:
+            await self._generate(scope, seen, kind, request_id, trace)
+        except ApiError as error:
+            self._refuse(seen, error, request_id, path, "", scope, generation=True)
+        except BaseException as error:
+            trace.fail(trace.span, error)
+            raise
+        finally:
+            trace.end(seen.status)
+
+    async def _traced_models(
+        self, scope: Scope, proto: HTTPProtocol, path: str, request_id: str, spans: Spans
+    ) -> None:
+        """The model listing with tracing on: a SERVER span, with an auth step."""
+        route = "/v1/models" if path == "/v1/models" else MODEL_ROUTE
+        trace = spans.request(scope.method, route, path, scope.headers, request_id)
+        if trace is None:
+            self._list_models(proto, path, await self._authenticate(scope), request_id)
+            return
+        seen = StatusSeen(proto)
+        try:
+            if self._auth is None:
+                principal = None
+            else:
+                with trace.block("auth"):
+                    principal = await self._authenticate(scope)
+            self._list_models(seen, path, principal, request_id)
+        except ApiError as error:
+            self._refuse(seen, error, request_id, route, "", scope, generation=False)
+        finally:
+            trace.end(seen.status)
+
+    async def _generate(
+        self,
+        scope: Scope,
+        proto: HTTPProtocol,
+        kind: Kind,
+        request_id: str,
+        trace: RequestTrace | None,
+        passed: bytes = b"",
+    ) -> None:
+        """One generation request; `trace` with tracing on and the request sampled,
+        `passed` the client's trace context for a replica when it is not."""
         started = self._clock()
         # `_authenticate` without its coroutine where it would await nothing (auth off,
         # or a key used before): the usual request pays a dictionary lookup only.
         auth = self._auth
-        principal = (
-            None
-            if auth is None
-            else auth.known(scope.headers.get("authorization"), self._wall_clock())
-            or await self._authenticate(scope)
-        )
+        if trace is None or auth is None:
+            principal = (
+                None
+                if auth is None
+                else auth.known(scope.headers.get("authorization"), self._wall_clock())
+                or await self._authenticate(scope)
+            )
+        else:
+            with trace.block("auth"):
+                principal = auth.known(scope.headers.get("authorization"), self._wall_clock()) or (
+                    await self._authenticate(scope)
+                )
         raw = await self._read_body(scope, proto)
         request = parse_request(kind, raw)
+        if trace is not None:
+            trace.asked(OPERATIONS[kind], request.model, request.stream, request.max_tokens)
         session = scope.headers.get(self._session_header)
         if session:
             request.session = str(session)
@@ -308,7 +382,15 @@ class GatewayApp:
             check_limits(request, target)
             guard = self._guard
             if guard is not None and guard.active:
-                request = await self._guard_input(guard, kind, request, principal)
+                if trace is None:
+                    request = await self._guard_input(guard, kind, request, principal)
+                else:
+                    with trace.block("guard.input", current=True):
+                        request = await self._guard_input(guard, kind, request, principal)
+            if trace is not None:
+                request.trace = trace
+            elif passed:
+                request.trace_context = passed
             chain: list[Target] = [target]
             for name in target.fallbacks:
                 fallback = self._resolver.fallback(name)
@@ -332,7 +414,11 @@ class GatewayApp:
                 if not self._flow.admit_now(target.model, band):
                     self._departures.watch_now(stay)
                     queued_at = self._clock()
-                    await self._flow.wait(target.model, band)
+                    if trace is None:
+                        await self._flow.wait(target.model, band)
+                    else:
+                        with trace.block("admission.wait", {"llmgw.band": band.name}):
+                            await self._flow.wait(target.model, band)
                     if request.account is not None:
                         request.account = request.account._replace(queued_s=self._clock() - queued_at)
                 self._flow.dispatched(target.model, band)

@@ -13,6 +13,7 @@ leaks a connection or leaves a watch armed.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from llmgw.errors import PhaseTimeout, UpstreamClosed
 from llmgw.router.endpoints import Endpoint
@@ -20,13 +21,17 @@ from llmgw.router.liveness import Liveness
 from llmgw.upstream import Connection
 from llmgw.upstream.watchdog import Watch, Watchdog
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
 
 class Attempt:
     """The connection and watch of one try on `endpoint`, until `end`: `whole` (set once
     the answer was read to its end and found good) decides between back to the pool
-    and closed."""
+    and closed. `span`, for a traced request, is the try's `upstream` span, which
+    its phases are marked on as events (its owner, the dispatcher, ends it)."""
 
-    __slots__ = ("conn", "endpoint", "loop", "watch", "watchdog", "whole")
+    __slots__ = ("conn", "endpoint", "loop", "span", "watch", "watchdog", "whole")
 
     def __init__(self, endpoint: Endpoint, watchdog: Watchdog) -> None:
         self.endpoint = endpoint
@@ -35,6 +40,7 @@ class Attempt:
         self.conn: Connection | None = None
         self.watch: Watch | None = None
         self.whole = False
+        self.span: Span | None = None
 
     async def send(
         self,
@@ -53,6 +59,9 @@ class Attempt:
         A kept-alive connection the replica closed meanwhile is replaced once, silently:
         that is the pool's staleness, not the replica's failure."""
         conn, reused = await self.endpoint.pool.acquire(dial_s)
+        span = self.span
+        if span is not None:
+            span.add_event("connected", {"llmgw.reused": reused})
         self._own(conn, deadline, phase, named, renew, until)
         try:
             await conn.exchange(head, body)
@@ -61,8 +70,13 @@ class Attempt:
                 raise
             self.end()
             conn = await self.endpoint.pool.dial(dial_s)
+            if span is not None:
+                span.add_event("connected", {"llmgw.reused": False})
             self._own(conn, deadline, phase, named, renew, until)
             await conn.exchange(head, body)
+        if span is not None:
+            span.add_event("headers")
+            span.set_attribute("http.response.status_code", conn.status)
         return conn
 
     def _own(

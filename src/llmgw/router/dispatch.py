@@ -53,7 +53,10 @@ from llmgw.upstream.watchdog import Watchdog
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from llmgw.guard import Guardrails, StreamScanner
+    from llmgw.obs.spans import RequestTrace
 
 
 def _flag(request: ClientRequest, flags: list[Hit]) -> None:
@@ -115,6 +118,8 @@ class Dispatcher:
         failed: tuple[str, str, int] | None = None
         first = chain[0]
         attempts = self._retries + 1
+        trace = request.trace
+        tries = 0
         for target in chain:
             tried: set[str] = set()
             for attempt in range(attempts):
@@ -126,9 +131,17 @@ class Dispatcher:
                 ]
                 if not candidates:
                     break
-                endpoint, _ = self._picker.pick(
-                    candidates, request.prompt, request.session, target.routing_profile, now
-                )
+                tries += 1
+                if trace is None:
+                    endpoint, _ = self._picker.pick(
+                        candidates, request.prompt, request.session, target.routing_profile, now
+                    )
+                else:
+                    picking = time.time_ns()
+                    endpoint, why = self._picker.pick(
+                        candidates, request.prompt, request.session, target.routing_profile, now
+                    )
+                    trace.picked(picking, target.model, endpoint.id, why, len(candidates), tries)
                 tried.add(endpoint.id)
                 if attempt:
                     self._metrics.retried(first.model)
@@ -141,7 +154,7 @@ class Dispatcher:
                         self._failures.failed(request_id, *failed, attempts, last_error, final=True)
                     raise as_api_error(TotalTimeout(self._limits.total_s), first.model, self._retry_after)
                 try:
-                    done = await self._try(proto, request, target, endpoint, rid, started, budget)
+                    done = await self._try(proto, request, target, endpoint, rid, started, budget, tries)
                 except UpstreamError as exc:
                     last_error = exc
                     failed = (endpoint.id, target.model, attempt + 1)
@@ -193,20 +206,29 @@ class Dispatcher:
         rid: bytes,
         started: float,
         budget: float,
+        number: int = 1,
     ) -> bool:
-        """One try; True once the client has been answered. Raises UpstreamError when
-        the try failed before anything was sent."""
+        """One try (the request's `number`th); True once the client has been answered.
+        Raises UpstreamError when the try failed before anything was sent."""
         spec = endpoint.spec
         name = spec.upstream_model or target.engine_model
         priority = request.engine_priority if spec.priority_scheduling else None
         lora = spec.lora_ids.get(name) if spec.lora_ids else None
         body = request.body_for(name, ask_usage=self._inject_usage, priority=priority, lora=lora)
-        head = request_head(endpoint, request.kind.path, len(body), rid)
+        trace = request.trace
+        span: Span | None = None
+        if trace is None:
+            head = request_head(endpoint, request.kind.path, len(body), rid, request.trace_context)
+        else:
+            pool = endpoint.pool
+            span, lines = trace.attempt(endpoint.id, pool.host, pool.port, number)
+            head = request_head(endpoint, request.kind.path, len(body), rid, lines)
         now = self._clock()
         endpoint.inflight += 1
         endpoint.breaker.begin(now)
         # The try's connection and deadline: ended (released or closed) in the finally.
         attempt = Attempt(endpoint, self._watchdog)
+        attempt.span = span
         try:
             try:
                 result: Answer | OpenStream
@@ -247,7 +269,11 @@ class Dispatcher:
                 if applied is not None and applied.output and result.status == 200 and self._guard:
                     # A block raises the 400 before any byte of the answer is sent.
                     flags: list[Hit] = []
-                    answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
+                    if trace is None:
+                        answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
+                    else:
+                        with trace.block("guard.output", current=True):
+                            answer = await self._guard.check_answer(answer, request.prompt, applied, flags)
                     _flag(request, flags)
                 proto.response_bytes(
                     result.status,
@@ -256,6 +282,8 @@ class Dispatcher:
                 )
                 finished = self._clock()
                 self._metrics.answered(request.kind, target.model, result.status, finished - started)
+                if trace is not None:
+                    trace.answered(target.model, endpoint.id, result.body)
                 self._usage.record(
                     UsageRecord(
                         request_id,
@@ -276,9 +304,15 @@ class Dispatcher:
                 return True
             await self._relay(proto, request, target, endpoint, result, request_id, started)
             return True
+        except BaseException as error:
+            if span is not None and trace is not None:
+                trace.fail(span, error)
+            raise
         finally:
             attempt.end()
             endpoint.inflight -= 1
+            if span is not None:
+                span.end()
 
     async def _relay(
         self,
@@ -309,6 +343,9 @@ class Dispatcher:
         first = relay.feed(stream.first)
         if scanner is not None:
             first = scanner.feed(first)
+        trace = request.trace
+        if trace is not None:
+            trace.saw(first)
         status = await self._pump(
             proto.response_stream(200, headers, first),
             stream,
@@ -318,7 +355,10 @@ class Dispatcher:
             started,
             request_id,
             scanner,
+            trace,
         )
+        if trace is not None:
+            trace.answered(target.model, endpoint.id, None, relay.usage_event)
         if scanner is not None and self._guard is not None:
             self._guard.stream_done(scanner)
             _flag(request, [h for h in scanner.hits if h.action == "flag"])
@@ -352,6 +392,7 @@ class Dispatcher:
         started: float,
         request_id: str,
         scanner: StreamScanner | None = None,
+        trace: RequestTrace | None = None,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off). With a guard
@@ -380,21 +421,32 @@ class Dispatcher:
                 if scanner is not None:
                     out = scanner.feed(out)
                 if out:
+                    if trace is not None:
+                        trace.saw(out)
                     await transport.send_bytes(out)
             rest = relay.flush()
             if scanner is not None:
                 rest = scanner.feed(rest)
             if rest:
+                if trace is not None:
+                    trace.saw(rest)
                 await transport.send_bytes(rest)
             if not relay.done:
                 raise UpstreamClosed("the replica ended the stream without its closing [DONE] event")
         except ProtocolClosed:
             # The client left: closing the replica's connection makes it stop generating.
             attempt.end()
+            if trace is not None:
+                trace.set("llmgw.client_left", True)
             return 499
         except UpstreamError as exc:
             # Closed before the client is told, so the replica stops at once.
             attempt.end()
+            if trace is not None:
+                # The client got a broken answer: the try and the request both failed.
+                if attempt.span is not None:
+                    trace.fail(attempt.span, exc)
+                trace.fail(trace.span, exc)
             timed_out = isinstance(exc, PhaseTimeout)
             self._failures.failed(request_id, endpoint.id, target.model, 1, 1, exc, final=True, cut=True)
             await self._broken(

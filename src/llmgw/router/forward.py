@@ -69,7 +69,11 @@ def retryable_status(status: int) -> bool:
     return status == 429 or status >= 500 or status in (401, 403)
 
 
-def request_head(endpoint: Endpoint, path: bytes, body_length: int, request_id: bytes) -> bytes:
+def request_head(
+    endpoint: Endpoint, path: bytes, body_length: int, request_id: bytes, extra: bytes = b""
+) -> bytes:
+    """The request line and headers to a replica; `extra` is further header lines (the
+    trace context), each ending in CRLF."""
     return b"".join(
         (
             b"POST ",
@@ -83,7 +87,9 @@ def request_head(endpoint: Endpoint, path: bytes, body_length: int, request_id: 
             endpoint.auth_header,
             b"X-Request-Id: ",
             request_id,
-            b"\r\n\r\n",
+            b"\r\n",
+            extra,
+            b"\r\n",
         )
     )
 
@@ -176,4 +182,6 @@ async def open_stream(
     first = await conn.read_available()
     if first is None:
         raise UpstreamClosed("the replica ended the stream before sending anything")
+    if attempt.span is not None:
+        attempt.span.add_event("first_byte")
     return OpenStream(attempt, conn, first)

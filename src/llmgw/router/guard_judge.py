@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -17,6 +18,9 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.forward import PhaseLimits, fetch, request_head
 from llmgw.router.request import Kind
 from llmgw.upstream.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from llmgw.obs.spans import Spans
 
 
 class JudgeFailed(UpstreamError):
@@ -32,7 +36,9 @@ class RouterJudge:
         limits: PhaseLimits,
         watchdog: Watchdog,
         clock: Callable[[], float] = time.monotonic,
+        spans: Spans | None = None,
     ) -> None:
+        self._spans = spans
         self._endpoints = endpoints
         self._limits = limits
         self._watchdog = watchdog
@@ -47,14 +53,26 @@ class RouterJudge:
         endpoint = min(candidates, key=lambda e: e.inflight)
         name = endpoint.spec.upstream_model or model
         body = orjson.dumps({"model": name, "messages": messages, "max_tokens": 32, "temperature": 0})
-        head = request_head(endpoint, Kind.CHAT.path, len(body), f"guard-{next(self._ids)}".encode())
+        # Within a traced request (the guard step is the current span), a span of its
+        # own, whose context the judge's engine continues.
+        spans = self._spans
+        span = None if spans is None else spans.judge(model, endpoint.id)
+        lines = b"" if spans is None or span is None else spans.lines(span)
+        head = request_head(endpoint, Kind.CHAT.path, len(body), f"guard-{next(self._ids)}".encode(), lines)
         endpoint.inflight += 1
         attempt = Attempt(endpoint, self._watchdog)
+        attempt.span = span
         try:
             answer = await fetch(attempt, head, body, self._limits, self._limits.total_s)
+        except BaseException as error:
+            if spans is not None and span is not None:
+                spans.fail(span, error)
+            raise
         finally:
             attempt.end()  # a judge cut short by its check's timeout closes its connection
             endpoint.inflight -= 1
+            if span is not None:
+                span.end()
         if answer.status != 200:
             raise JudgeFailed(f"guard model {model!r} answered {answer.status}")
         try:

@@ -19,6 +19,7 @@ from llmgw.errors import BadRequest
 
 if TYPE_CHECKING:
     from llmgw.guard import Applied
+    from llmgw.obs.spans import RequestTrace
     from llmgw.router.usage import Account
 
 # A token is rarely longer than this many characters of prompt; dividing by it gives a
@@ -71,6 +72,11 @@ class ClientRequest:
     """What flagged the request at the input stage (`policy/check,…`), for its usage record."""
     band: str = ""
     """The admission band it was admitted in, for its access line."""
+    trace: RequestTrace | None = None
+    """With tracing on and the request sampled: its span, which the steps hang below."""
+    trace_context: bytes = b""
+    """The client's `traceparent` (and `tracestate`) as header lines, passed on to the
+    replica when this gateway records nothing of the request."""
 
     @property
     def prompt_token_floor(self) -> int:

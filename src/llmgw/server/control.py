@@ -138,7 +138,7 @@ async def start_control(
         await lease.attempt()
         lease.start()
         catalogs = CatalogStore(store, settings)
-    options: dict[str, object] = {"engine_secret": secret}
+    options: dict[str, object] = {"engine_secret": secret, "spans": gateway.spans}
     if lease is not None:
         held = lease
         options |= {"is_leader": held.is_leader, "term": lambda: held.term}

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import ProcessCollector
 
@@ -55,6 +56,10 @@ from llmgw.store import Scope, Store
 from llmgw.upstream import UpstreamClient
 from llmgw.upstream.watchdog import Watchdog
 
+if TYPE_CHECKING:
+    from llmgw.obs.provider import Traces
+    from llmgw.obs.spans import Spans
+
 log = logging.getLogger(__name__)
 
 # A phase bound of 0 means "no bound"; in arithmetic that is a very long time.
@@ -89,12 +94,15 @@ class Gateway:
         debug: AdminRoutes | None = None,
         mounts: Sequence[tuple[str, App]] = (),
         vault: Mapping[str, str] | None = None,
+        traces: Traces | None = None,
     ) -> None:
         """`mounts` are applications answering under a path prefix on the client port
         (SCIM at /scim/v2), built by the caller, which holds the store they need;
         `vault` the values of `vault:` references read at start (external keys)."""
         router = settings.router
         self.settings = settings
+        # The server owns the tracer provider (and closes it); the gateway only starts spans.
+        self.spans: Spans | None = traces.spans if traces is not None else None
         self.clock = clock
         self.catalog = settings.catalog()
         self.metrics = GatewayMetrics()
@@ -173,7 +181,7 @@ class Gateway:
         self.guard = Guardrails(
             PolicySet.from_settings(settings.guard),
             _judge_formats(self.catalog),
-            RouterJudge(self.endpoints, limits, self.watchdog, clock),
+            RouterJudge(self.endpoints, limits, self.watchdog, clock, self.spans),
             clock,
         )
         self.registry.register(GuardCollector(self.guard.counts))
@@ -213,6 +221,7 @@ class Gateway:
             guard=self.guard,
             mounts=mounts,
             access=self.access,
+            spans=self.spans,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)

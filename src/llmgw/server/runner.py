@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmgw.admin import token as admin_token
 from llmgw.admin.account import AccountKeys
@@ -35,6 +36,7 @@ from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
 from llmgw.http.rsgi import App as RsgiApp
 from llmgw.identity import IdentityApp, build_identity, purge_loop
+from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.secrets.runtime import SecretsRuntime, open_secrets
 from llmgw.server import heap
@@ -42,6 +44,9 @@ from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
+
+if TYPE_CHECKING:
+    from llmgw.obs.provider import Traces
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +221,21 @@ def _identity(
     return build_identity(settings.auth, tenancy.store, config_dir=config_dir, vault=secrets.vault_values)
 
 
+@contextlib.asynccontextmanager
+async def _traces(settings: Settings) -> AsyncIterator[Traces | None]:
+    """The server's tracer provider when `tracing` (or OTEL_*) names a collector; its
+    last spans are exported as the server stops, off the event loop."""
+    traces = build_traces(settings.tracing, os.environ)
+    if traces is None:
+        yield None
+        return
+    log.info("tracing: spans exported over OTLP/%s", settings.tracing.protocol)
+    try:
+        yield traces
+    finally:
+        await asyncio.to_thread(traces.close)
+
+
 def people_routes(settings: Settings, tenancy: Tenancy, identity: IdentityApp) -> list[tuple[str, RsgiApp]]:
     """The admin API for signed-in people and their keys page, for the client port: a
     session, never the admin token, is taken there."""
@@ -236,7 +256,7 @@ async def _serve_with(
     settings: Settings, stop: asyncio.Event, config_dir: Path | None, secrets: SecretsRuntime
 ) -> None:
     token = _admin_token(settings, config_dir)
-    async with _tenancy(settings, config_dir, token) as tenancy:
+    async with _traces(settings) as traces, _tenancy(settings, config_dir, token) as tenancy:
         if tenancy is not None:
             await check_sealed(tenancy.store.engine, secrets.sealer)
         api = tenancy.api if tenancy is not None else None
@@ -255,6 +275,7 @@ async def _serve_with(
             debug=_debug_routes(settings, token),
             mounts=mounts,
             vault=secrets.vault_values,
+            traces=traces,
         )
         if api is not None:
             # The report follows the catalog in force, runtime changes included.

@@ -43,6 +43,8 @@ async def _errors_and_readiness(request: web.Request, handler: Handler) -> web.S
                 headers={"Retry-After": "1"},
             )
         )
+    if request.method == "POST" and path.startswith("/v1/"):
+        state.last_traceparent = request.headers.get("traceparent", "")
     keys = state.options.api_keys
     if keys and path.startswith("/v1/"):
         given = request.headers.get("Authorization", "")

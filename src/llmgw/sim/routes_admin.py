@@ -1,7 +1,8 @@
 """The sim's own admin API, for tests and benchmarks (never part of a real engine).
 
 - `GET /sim/state`: counters a test asserts on (requests seen, running, waiting, prefix
-  cache queries, hits, cached blocks and evictions, the fault in force, readiness);
+  cache queries, hits, cached blocks and evictions, the fault in force, readiness, the
+  `traceparent` of the last API request);
 - `GET /sim/fault` and `POST /sim/fault {"mode", "after", "stream_tokens", "duration_s"}`:
   read or switch the fault at run time, so a test can break a running replica;
 - `GET /sim/requests?limit=N`: the simulated timings of the last finished requests,
@@ -140,6 +141,7 @@ async def get_state(request: web.Request) -> web.Response:
             },
             "fault": state.faults.setting.describe(),
             "listening": state.listener.is_open if state.listener is not None else True,
+            "last_traceparent": state.last_traceparent,
         }
     )
 

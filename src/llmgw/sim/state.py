@@ -48,6 +48,9 @@ class SimState:
     clock: Clock = time.perf_counter
     created: int = field(default_factory=lambda: int(time.time()))
     listener: Listener | None = None
+    last_traceparent: str = ""
+    """The W3C `traceparent` of the last POST to the engine's API (empty without one):
+    how a test sees that a gateway passed its trace on (`GET /sim/state`)."""
     _response_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @classmethod

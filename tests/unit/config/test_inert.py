@@ -151,7 +151,6 @@ _REGEX = {"type": "regex", "patterns": ["x"]}
         ({"router": {"trusted_proxies": ["10.0.0.0/8"]}}, "router.trusted_proxies"),
         ({"router": {"cache": {"max_bytes": 8 << 20}}}, "router.cache"),
         ({"backup_dir": "/var/backups/llmgw"}, "backup_dir"),
-        ({"tracing": {"sample_ratio": 0.5}}, "tracing"),
         ({"mirror": {"update_check": "1h"}}, "mirror"),
     ],
 )

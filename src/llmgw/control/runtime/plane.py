@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from llmgw.catalog import Catalog
@@ -62,6 +63,9 @@ from llmgw.protocol.messages import (
 from llmgw.protocol.tls import AgentListener, agent_listener
 from llmgw.router.endpoints import EndpointRegistry, EndpointSpec
 from llmgw.router.metrics import Histogram
+
+if TYPE_CHECKING:
+    from llmgw.obs.spans import Spans
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +153,7 @@ class ControlPlane:
         term: Callable[[], int | None] | None = None,
         engine_secret: bytes = b"",
         timer: Callable[[], float] = time.perf_counter,
+        spans: Spans | None = None,
     ) -> None:
         self.config = config
         self._timer = timer
@@ -195,6 +200,7 @@ class ControlPlane:
             is_leader=lambda: self.is_leader() and self.settled(),
             term=term,
             quotas=lambda: self._quotas,
+            spans=spans,
         )
         self._started_at: float | None = None
         self._leading = False

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 from llmgw.catalog import Catalog
@@ -53,6 +53,9 @@ from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
 from llmgw.control.decisions.replicas import Part, ReplicaBook, ReplicaRecord
 from llmgw.protocol.messages import ControlMessage, ReplicaStatus
 from llmgw.router.endpoints import Endpoint
+
+if TYPE_CHECKING:
+    from llmgw.obs.spans import Spans
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +125,9 @@ class Reconciler:
         term: Callable[[], int | None] | None = None,
         new_id: Callable[[str], str] = new_replica_id,
         quotas: Callable[[], Quotas] = lambda: NO_QUOTAS,
+        spans: Spans | None = None,
     ) -> None:
+        self.spans = spans
         self.book = book
         self.nodes = nodes
         self.orders = orders
@@ -157,7 +162,35 @@ class Reconciler:
         """Settles ends, plans (on the leader only), orders and publishes. Returns the
         plan carried out, None where this process is not the leader. Without the lease
         (when one is in use) it does nothing: another server owns the agents and the
-        router's set comes from the store."""
+        router's set comes from the store. With tracing on, the pass is a span, and
+        each placement decision in it a span below."""
+        spans = self.spans
+        if spans is None:
+            return await self._pass()
+        with spans.span("control.reconcile") as span:
+            decided = await self._pass()
+            span.set_attribute("llmgw.leader", decided is not None)
+            if decided is not None:
+                span.set_attribute("llmgw.starts", len(decided.starts))
+                span.set_attribute("llmgw.stops", len(decided.stops))
+            return decided
+
+    def _decision(
+        self, action: str, model: str, replica: str, outcome: str, reason: str, nodes: tuple[str, ...] = ()
+    ) -> contextlib.AbstractContextManager[object]:
+        """A span for one placement decision of a traced pass (nothing without tracing)."""
+        if self.spans is None:
+            return contextlib.nullcontext()
+        attributes = {
+            "llmgw.model": model,
+            "llmgw.replica": replica,
+            "llmgw.outcome": outcome,
+            "llmgw.reason": reason,
+            "llmgw.nodes": nodes,
+        }
+        return self.spans.span(f"control.{action}", attributes)
+
+    async def _pass(self) -> Plan | None:
         term = self.decision_term()
         if term is None:
             return None
@@ -181,13 +214,21 @@ class Reconciler:
             )
             starts, stops, held = held_by_backoff(decided, self.backoff, now)
             for model in sorted(held):
-                log.info("model %s: not started again before its backoff ends", model)
+                with self._decision("place", model, "", "held", "not started again before its backoff ends"):
+                    log.info("model %s: not started again before its backoff ends", model)
             for stop in stops:
-                await self.stop(stop.replica_id, stop.reason, drain=stop.drain, term=term)
+                with self._decision("stop", stop.model, stop.replica_id, "stopping", stop.reason):
+                    await self.stop(stop.replica_id, stop.reason, drain=stop.drain, term=term)
             for start in starts:
-                self.book.ordered(
-                    start.replica_id, start.model, start.profile, start.assignments, waits_for=start.preempts
-                )
+                nodes = tuple(a.node_id for a in start.assignments)
+                with self._decision("place", start.model, start.replica_id, "ordered", start.reason, nodes):
+                    self.book.ordered(
+                        start.replica_id,
+                        start.model,
+                        start.profile,
+                        start.assignments,
+                        waits_for=start.preempts,
+                    )
                 log.info("replica %s of %s: %s", start.replica_id, start.model, start.reason)
             self.last_plan = decided
             for key in decided.unplaced.items():
