@@ -60,6 +60,11 @@ class Scraper:
                 conn.close()
             log.debug("scrape of %s failed: %s", endpoint.id, exc)
             return False
+        except BaseException:
+            # Cancelled (the gateway stopping) mid-exchange: the socket is closed, not leaked.
+            if conn is not None:
+                conn.close()
+            raise
         endpoint.pool.release(conn)
         if status != 200:
             return False

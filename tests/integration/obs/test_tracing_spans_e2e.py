@@ -6,6 +6,7 @@ request is retried on the other."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -247,3 +248,11 @@ def test_guard_checks_and_their_judge_calls_are_steps_of_the_request() -> None:
     assert server.context is not None
     trace_id = f"{server.context.trace_id:032x}"
     assert judge_state["last_traceparent"].split("-")[1:3] == [trace_id, f"{span_id(asked_out):016x}"]
+
+
+@pytest.fixture(autouse=True)
+def _collect() -> Iterator[None]:
+    """Each test's own gateway must leave no socket open: collected here, a leak is
+    reported against the test that made it rather than whichever runs next."""
+    yield
+    gc.collect()
