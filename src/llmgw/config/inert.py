@@ -51,7 +51,6 @@ INERT: Mapping[str, str] = {
     "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
     # Security features not built yet.
     "secrets": "this version reads no secret from Vault and encrypts nothing with a master key",
-    "notify": "this version sends no webhook notifications",
     "firewall.enabled": "the node firewall is "
     + _NOT_ENFORCED
     + "; agents install no nftables rules, so fence the ports yourself",

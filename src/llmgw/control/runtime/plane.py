@@ -48,7 +48,9 @@ from llmgw.control.decisions.publish import Publisher
 from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
 from llmgw.control.decisions.replicas import Change, ReplicaBook
 from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.node_events import NodeWatch
 from llmgw.control.runtime.reconciler import Reconciler, ReconcileRules
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.protocol.messages import (
     STALE_TERM,
     Error,
@@ -149,6 +151,7 @@ class ControlPlane:
         term: Callable[[], int | None] | None = None,
         engine_secret: bytes = b"",
         timer: Callable[[], float] = time.perf_counter,
+        events: EventSink = NO_EVENTS,
     ) -> None:
         self.config = config
         self._timer = timer
@@ -166,6 +169,7 @@ class ControlPlane:
             clock=clock,
         )
         self.book = ReplicaBook(clock)
+        self.node_watch = NodeWatch(self.registry, events)
         self.hub = AgentHub(
             self,
             settings=config.node_settings,
@@ -195,6 +199,7 @@ class ControlPlane:
             is_leader=lambda: self.is_leader() and self.settled(),
             term=term,
             quotas=lambda: self._quotas,
+            events=events,
         )
         self._started_at: float | None = None
         self._leading = False
@@ -324,6 +329,7 @@ class ControlPlane:
         try:
             await self.observe_leadership()
             await self.reconciler.run_pass()
+            self.node_watch.look()
         finally:
             self.pass_seconds.observe(self._timer() - began)
 
