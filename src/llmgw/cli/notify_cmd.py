@@ -19,20 +19,20 @@ app = AdminTyper(
 _COLUMNS = (
     Column("created", "when"),
     "webhook",
-    "type",
-    "state",
-    "attempts",
+    Column("type", whole=True),
+    Column("state", whole=True),
+    Column("attempts", "tries"),
     Column("last_status", "status"),
-    Column("next", "next try"),
-    Column("event_id", "event", whole=True),
-    Column("last_error", "last error", wide_only=True),
+    Column("next", "next try", wide_only=True),
+    Column("event_id", "event", whole=True, wide_only=True),
+    Column("last_error", "last error"),
 )
 
 
 def _clock(epoch: Any) -> str | None:
     if not isinstance(epoch, int | float):
         return None
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 @app.command("log")
