@@ -123,6 +123,13 @@ def test_a_lost_node_reaches_the_receiver_signed_and_the_cli_tests_and_logs(
         assert "notify.test" in table.stdout
         # Each event once: the passes after the loss do not send it again.
         assert len(rx.events("node.lost")) == 1
+        page = httpx.get(server.admin_url + "/metrics", timeout=10).text
+        counted = [line for line in page.splitlines() if line.startswith("llmgw_notify_deliveries_total")]
+        assert 'llmgw_notify_deliveries_total{outcome="failed",webhook="ops"} 1.0' in counted, counted
+        assert any(
+            line.startswith('llmgw_notify_deliveries_total{outcome="delivered",webhook="ops"}')
+            for line in counted
+        )
 
 
 def _nodes(server: GatewayProcess, token: str) -> bool:
