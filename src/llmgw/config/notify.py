@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from datetime import timedelta
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, model_validator
 
@@ -90,13 +91,15 @@ class Notify(Strict):
         seen: dict[str, int] = {}
         problems: list[Problem] = []
         for i, hook in enumerate(self.webhooks):
-            if hook.name and hook.name in seen:
+            # An unnamed webhook is called by its host, so two unnamed ones on one host clash too.
+            name = hook.name or urlsplit(hook.url).netloc
+            if name in seen:
                 problems.append(
                     Problem(
                         ("webhooks", i, "name"),
-                        f"{hook.name!r} is already webhooks[{seen[hook.name]}]'s name: give each its own",
+                        f"{name!r} is already webhooks[{seen[name]}]'s name: give each its own",
                     )
                 )
-            seen.setdefault(hook.name, i)
+            seen.setdefault(name, i)
         refuse("Notify", problems)
         return self

@@ -27,7 +27,8 @@ class Hook:
 
 
 def hook_name(webhook: Webhook) -> str:
-    """Its `name`, or the receiver's host where none is given."""
+    """Its `name`, or the receiver's host where none is given (`Notify` refuses two
+    webhooks that would share one)."""
     return webhook.name or urlsplit(webhook.url).netloc
 
 

@@ -49,6 +49,9 @@ _IDLE_POLL_S = 5.0
 """A loop with nothing due looks again this often: another server sharing the store may
 have queued rows, and a claimed row whose server died comes due again."""
 _ANSWER_CHARS = 200
+KEEP_S = 30 * 86_400.0
+"""Delivered and given-up deliveries are kept this long for the log, then deleted."""
+_PURGE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Outbox:
         self._wake = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self.counts: dict[tuple[str, str], int] = {}
+        self._purged_at = 0.0
 
     # --- taking events (never blocks) -----------------------------------------------
 
@@ -134,15 +138,24 @@ class Outbox:
                 try:
                     await self.flush()
                     await self.deliver_due()
+                    await self._purge()
                     soonest = await self._repo.next_due()
                     if soonest is not None:
                         wait_s = min(max(soonest - self._clock(), 0.0), _IDLE_POLL_S)
                 except StoreError as exc:  # the store comes back; the queue waits in memory
                     log.warning("notify: the store cannot be reached (%s); trying again", exc)
+                except Exception:  # a bug must not end deliveries for good: logged, and tried again
+                    log.exception("notify: a delivery round failed")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait_s)
         finally:
             await self.close()
+
+    async def _purge(self) -> None:
+        now = self._clock()
+        if now - self._purged_at >= _PURGE_EVERY_S:
+            self._purged_at = now
+            await self._repo.purge(now - KEEP_S)
 
     async def flush(self) -> None:
         """Writes every queued event, one row per webhook that wants it."""

@@ -181,6 +181,13 @@ class NotifyRepo:
         async with transaction(self._engine) as conn:
             await conn.execute(_TABLE.update().where(where).values(**values))
 
+    async def purge(self, before: float) -> int:
+        """Deletes delivered and given-up deliveries created before `before`; how many."""
+        where = (_TABLE.c.state != PENDING) & (_TABLE.c.created_at < before)
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(_TABLE.delete().where(where))
+        return max(result.rowcount, 0)
+
     async def log(self, webhook: str | None, limit: int) -> list[Delivery]:
         """The newest deliveries first, of one webhook or all."""
         query = sa.select(_TABLE).order_by(_TABLE.c.created_at.desc(), _TABLE.c.event_id).limit(limit)

@@ -151,6 +151,11 @@ def test_a_receiver_that_keeps_refusing_is_given_up_after_the_hour(
             assert clock.now - began <= 3600
             assert outbox.counts[("rx", "failed")] == 1
             assert len(rx.received) == delivery.attempts == outbox.counts[("rx", "retried")] + 1
+            # Settled deliveries leave the log once old enough; a pending one never does.
+            outbox.emit("node.lost", "n2:1", {"node": "n2"})
+            await outbox.flush()
+            assert await store.notify.purge(before=clock.now + 1) == 1
+            assert [d.event_type for d in await store.notify.log("rx", 10)] == ["node.lost"]
             await outbox.close()
         finally:
             await store.close()
