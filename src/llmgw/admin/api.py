@@ -19,6 +19,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
                                                 on (llmgw.config.inert), one per path
     *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
     GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
+    GET               /api/notify/deliveries    the webhook delivery log (llmgw.notify.routes);
+    POST              /api/notify/test/<name>   a test event sent to one webhook now
     GET               /api/history              the dashboard's charts over monitoring.window, read
                                                 from monitoring.prometheus (llmgw.obs.history); an
                                                 answer saying why when there is none
@@ -78,6 +80,7 @@ from llmgw.store import Store
 if TYPE_CHECKING:
     from llmgw.admin.control_routes import ControlRoutes
     from llmgw.guard.attachments import GuardRoutes
+    from llmgw.notify.routes import NotifyRoutes
     from llmgw.router.admin_routes import RouterRoutes
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,8 @@ class AdminApi:
         self.router: RouterRoutes | None = None
         self.guard: GuardRoutes | None = None
         """`/api/guard`, set by the server once the gateway's guardrails exist."""
+        self.notify: NotifyRoutes | None = None
+        """`/api/notify`, set by the server where it runs the webhook outbox."""
         self.history = HistoryReader(settings.monitoring, clock)
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
@@ -214,6 +219,8 @@ class AdminApi:
             if method != "GET":
                 raise MethodNotAllowed(f"{method} {path} is not served; use GET", allow="GET")
             return 200, (await self.history.read()).as_json()
+        if parts and parts[0] == "notify" and self.notify is not None:
+            return await self.notify.handle(method, parts[1:], query, body)
         if parts and parts[0] == "router" and self.router is not None:
             return await self.router.handle(method, parts[1:], query, body)
         data = _json_object(body)

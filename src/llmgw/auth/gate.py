@@ -48,6 +48,7 @@ from llmgw.auth.budgets import (
     current_periods,
     day_of,
     period_end,
+    period_start,
     spread_spend,
 )
 from llmgw.auth.directory import Directory
@@ -58,6 +59,7 @@ from llmgw.auth.principal import Principal
 from llmgw.auth.refusals import RefusalLog
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
 from llmgw.config import Settings
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.errors import (
     AuthUnavailable,
     BadRequest,
@@ -142,6 +144,8 @@ class AuthGate:
             concurrency=2 if store.shared else 1,
         )
         self.refusals = RefusalLog()
+        self.events: EventSink = NO_EVENTS
+        """Where `budget.spent` goes: the server's webhook outbox, where it has one."""
         self._refusals_kept = asyncio.Event()
         """Set when a refusal was kept since the last hand-over: the hand-over's task
         sleeps on it, so an idle gateway (or one refusing nobody) never wakes for it."""
@@ -488,6 +492,21 @@ class AuthGate:
     def _refuse_budget(self, principal: Principal, spent: BudgetRule, now: float) -> NoReturn:
         self.metrics.refused(principal.tenant(self.metrics.level), "budget")
         renews = period_end(spent.period, now)
+        # One event per budget and period: every gateway refusing under it emits the
+        # same key, and the outbox delivers it once.
+        begun = period_start(spent.period, now)
+        self.events.emit(
+            "budget.spent",
+            f"{spent.scope}:{spent.period}:{begun}",
+            {
+                "scope": spent.scope,
+                "source": spent.source,
+                "period": spent.period,
+                "budget": spent.budget_micros / 1_000_000,
+                "period_start": begun,
+                "renews_at": renews,
+            },
+        )
         raise InsufficientQuota(
             f"the {spent.source} budget of {spent.scope} for this {spent.period} is spent; "
             f"it renews at {datetime.fromtimestamp(renews, UTC):%Y-%m-%d %H:%M} UTC",

@@ -4,6 +4,7 @@
     llmgw ctl explain MODEL
     llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
     llmgw ctl guard attach POLICY --project P | detach POLICY --project P | list
+    llmgw ctl notify log [--webhook NAME] [--limit N] | test NAME
 
 Model changes are kept in the server's store, laid over its configuration's `models:`,
 and checked by the same rules as the configuration before anything is kept: a refused
@@ -21,7 +22,7 @@ from typing import Any
 
 import typer
 
-from llmgw.cli import guard_cmd
+from llmgw.cli import guard_cmd, notify_cmd
 from llmgw.cli.admin_client import AdminError
 from llmgw.cli.connection import AdminTyper, call, client, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
@@ -35,6 +36,7 @@ model_app = AdminTyper(
 )
 app.add_typer(model_app, name="model")
 app.add_typer(guard_cmd.app, name="guard")
+app.add_typer(notify_cmd.app, name="notify")
 
 _JSON = JSON
 # Who changed a model and when is for --wide: with it, ten columns do not fit in 80.

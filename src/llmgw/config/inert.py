@@ -48,7 +48,6 @@ INERT: Mapping[str, str] = {
     "backup_copy_to": "this version has no `llmgw server backup`; nothing is copied",
     "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
     # Security features not built yet.
-    "notify": "this version sends no webhook notifications",
     "firewall.enabled": "the node firewall is "
     + _NOT_ENFORCED
     + "; agents install no nftables rules, so fence the ports yourself",

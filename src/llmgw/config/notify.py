@@ -2,9 +2,11 @@
 a model being parked or a budget running out. They are delivered by llmgw itself, so
 small sites get alerts without running an alerting stack.
 
-Each delivery is a JSON POST. With `secret_file`, it carries an
-`X-Llmgw-Signature: sha256=<hex>` header, the HMAC-SHA256 of the body under that
-secret, so the receiver can tell it came from this cluster.
+Each delivery is a JSON POST of `{id, type, time, data}`. With `secret_file`, it carries
+an `X-Llmgw-Signature: t=<unix seconds>,v1=<hex>` header, the HMAC-SHA256 of
+`"<t>.<body>"` under that secret, so the receiver can tell it came from this cluster and
+refuse one replayed later (`llmgw.notify.signing`; docs/operations.md shows the check).
+Deliveries are kept in the store and retried (`llmgw.notify.outbox`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import difflib
 from datetime import timedelta
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, model_validator
 
@@ -57,7 +60,7 @@ class Webhook(Strict):
     events: tuple[NotifyEvent, ...] = ()
     """The events sent here; empty is every event."""
     timeout: PositiveDuration = timedelta(seconds=10)
-    """Bound on one delivery; a failed one is retried with backoff and then dropped."""
+    """Bound on one delivery attempt; a failed one is retried with backoff for an hour, then given up."""
 
     def wants(self, event: str) -> bool:
         return not self.events or event in self.events
@@ -78,11 +81,7 @@ class Webhook(Strict):
 
 
 class Notify(Strict):
-    """Where events are sent. Empty sends nothing.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
-    """
+    """Where events are sent. Empty sends nothing."""
 
     webhooks: tuple[Webhook, ...] = ()
     """Receivers; each event goes to every webhook that wants it."""
@@ -92,13 +91,15 @@ class Notify(Strict):
         seen: dict[str, int] = {}
         problems: list[Problem] = []
         for i, hook in enumerate(self.webhooks):
-            if hook.name and hook.name in seen:
+            # An unnamed webhook is called by its host, so two unnamed ones on one host clash too.
+            name = hook.name or urlsplit(hook.url).netloc
+            if name in seen:
                 problems.append(
                     Problem(
                         ("webhooks", i, "name"),
-                        f"{hook.name!r} is already webhooks[{seen[hook.name]}]'s name: give each its own",
+                        f"{name!r} is already webhooks[{seen[name]}]'s name: give each its own",
                     )
                 )
-            seen.setdefault(hook.name, i)
+            seen.setdefault(name, i)
         refuse("Notify", problems)
         return self

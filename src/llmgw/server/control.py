@@ -38,6 +38,7 @@ from llmgw.control.runtime.quota_watch import QuotaWatch
 from llmgw.control.runtime.replica_sync import ReplicaSync, follower_grace
 from llmgw.control.tables.demand_table import DemandTable
 from llmgw.control.tables.replica_table import ReplicaTable
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.secrets.seal import Sealer
 from llmgw.server.endpoints_static import static_specs
 from llmgw.server.gateway import Gateway
@@ -122,6 +123,7 @@ async def start_control(
     store: Store | None,
     config_dir: Path | None = None,
     sealer: Sealer | None = None,
+    events: EventSink = NO_EVENTS,
 ) -> ControlRuntime | None:
     """In control-plane mode: the control plane, listening for agents, publishing into
     the gateway's endpoints and taking the router's seams; with a store, also the lease,
@@ -138,7 +140,7 @@ async def start_control(
         await lease.attempt()
         lease.start()
         catalogs = CatalogStore(store, settings)
-    options: dict[str, object] = {"engine_secret": secret, "spans": gateway.spans}
+    options: dict[str, object] = {"engine_secret": secret, "spans": gateway.spans, "events": events}
     if lease is not None:
         held = lease
         options |= {"is_leader": held.is_leader, "term": lambda: held.term}

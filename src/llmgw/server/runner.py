@@ -30,6 +30,7 @@ from llmgw.auth.spill import spill_path
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.guard.attachments import GuardRoutes
 from llmgw.http.body_guard import BodyRules
 from llmgw.http.http1 import App, Limits
@@ -39,7 +40,7 @@ from llmgw.identity import IdentityApp, build_identity, purge_loop
 from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.secrets.runtime import SecretsRuntime, open_secrets
-from llmgw.server import heap
+from llmgw.server import heap, notify
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
@@ -114,8 +115,9 @@ class Tenancy:
 
 def needs_store(settings: Settings) -> bool:
     """Auth keeps keys and usage in the store; the control plane its runtime catalog,
-    lease and secret. A router-only server without auth has nothing to keep."""
-    return settings.auth.enabled or settings.control_plane_mode
+    lease and secret; webhooks their deliveries. A router-only server without auth or
+    webhooks has nothing to keep."""
+    return settings.auth.enabled or settings.control_plane_mode or bool(settings.notify.webhooks)
 
 
 def needs_admin_token(settings: Settings) -> bool:
@@ -255,6 +257,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, config_dir: Path | Non
 async def _serve_with(
     settings: Settings, stop: asyncio.Event, config_dir: Path | None, secrets: SecretsRuntime
 ) -> None:
+    webhooks = notify.hooks(settings, config_dir, secrets.vault_values)
     token = _admin_token(settings, config_dir)
     async with _traces(settings) as traces, _tenancy(settings, config_dir, token) as tenancy:
         if tenancy is not None:
@@ -289,8 +292,21 @@ async def _serve_with(
             background.append(await _guard_attachments(settings, gateway, tenancy))
         if identity is not None:
             background.append(asyncio.create_task(purge_loop(identity), name="session-purge"))
+        events: EventSink = NO_EVENTS
+        if tenancy is not None:
+            outbox, notify_routes, outbox_task = notify.start_outbox(webhooks, tenancy.store, gateway)
+            background.append(outbox_task)
+            tenancy.api.notify = notify_routes
+            events = outbox
+            if tenancy.gate is not None:
+                tenancy.gate.events = outbox
         control = await start_control(
-            settings, gateway, tenancy.store if tenancy is not None else None, config_dir, secrets.sealer
+            settings,
+            gateway,
+            tenancy.store if tenancy is not None else None,
+            config_dir,
+            secrets.sealer,
+            events,
         )
         if api is not None and control is not None:
             api.control = control.routes

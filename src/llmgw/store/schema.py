@@ -345,3 +345,25 @@ oidc_logins = sa.Table(
     sa.Column("return_to", sa.Text, nullable=False, server_default="/"),
     sa.Column("expires_at", Seconds, nullable=False, index=True),
 )
+
+# Webhook deliveries (added by migration 0012): one row per event and webhook, written
+# before anything is sent, so an event outlives a restart and a receiver that is down;
+# the key makes an event emitted twice one delivery (llmgw.notify.outbox). `state` is
+# pending (tried at `next_at`), delivered or failed (given up).
+notify_deliveries = sa.Table(
+    "notify_deliveries",
+    metadata,
+    sa.Column("event_id", sa.Text, primary_key=True),
+    sa.Column("webhook", sa.Text, primary_key=True),
+    sa.Column("event_type", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("next_at", Seconds, nullable=False),
+    sa.Column("last_error", sa.Text, nullable=False),
+    sa.Column("last_status", sa.Integer, nullable=True),
+    sa.Column("delivered_at", Seconds, nullable=True),
+    sa.Index("ix_notify_deliveries_due", "state", "next_at"),
+    sa.Index("ix_notify_deliveries_created", "created_at"),
+)

@@ -4,6 +4,7 @@ between them, the 429s and their headers, and two gateways holding a limit toget
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -14,6 +15,16 @@ from llmgw.auth.principal import Principal
 from llmgw.errors import InsufficientQuota, RateLimitExceeded
 
 NOW = 1_800_000_010.0  # ten seconds into a minute
+
+
+class Emitted:
+    """The events a gate reports (`AuthGate.events`), as the webhook outbox would get them."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def emit(self, event_type: str, key: str, data: Mapping[str, Any]) -> None:
+        self.events.append((event_type, key, dict(data)))
 
 
 def admitted(gate: AuthGate, principal: Principal, attempts: int, now: float, tokens: int = 0) -> int:
@@ -136,7 +147,9 @@ def test_a_spent_budget_at_each_scope_is_insufficient_quota(
             await make_tree(store, **tree)
             key = await make_key(store, NOW, **key_fields)
         pricing = {"pricing": {"m1": {"prompt_per_1k": 1000}}}  # 1000 micro-units per request below
+        emitted = Emitted()
         async with started_gate(store_location, Clock(NOW), **pricing, **auth) as gate:
+            gate.events = emitted
             p = await gate.authenticate(f"Bearer {key}", NOW)
             for i in range(3):
                 gate.admit(p, 0, NOW)
@@ -154,9 +167,13 @@ def test_a_spent_budget_at_each_scope_is_insufficient_quota(
             assert error.retry_after is not None
         # Another gateway learns the spend from the store.
         async with started_gate(store_location, Clock(NOW), **pricing, **auth) as other:
+            other.events = emitted
             p = await other.authenticate(f"Bearer {key}", NOW)
             with pytest.raises(InsufficientQuota):
                 other.admit(p, 0, NOW)
+        # budget.spent from both gateways, under one key: one event for the outbox.
+        assert [(t, d["scope"]) for t, _, d in emitted.events] == [("budget.spent", scope)] * 2
+        assert len({k for _, k, _ in emitted.events}) == 1
 
     asyncio.run(scenario())
 

@@ -181,6 +181,11 @@ async def seed_0010(conn: AsyncConnection) -> None:
     )
 
 
+async def seed_0011(conn: AsyncConnection) -> None:
+    """The 0010 rows as 0011 holds them (0012 adds webhook deliveries, which start empty)."""
+    await seed_0010(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -192,6 +197,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0008": seed_0008,
     "0009": seed_0009,
     "0010": seed_0010,
+    "0011": seed_0011,
 }
 
 
@@ -293,6 +299,7 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
             if version >= "0010":
                 person = await store.provisioning.person("ada")
                 assert (person.user_name, person.external_id, person.version) == ("ada", "e-ada", 3)
+            assert await store.notify.log(None, 10) == []  # 0012's deliveries start empty
         finally:
             await store.close()
 

@@ -6,8 +6,8 @@ request is retried on the other."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 

@@ -69,6 +69,11 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("notify.webhooks.0.url", "hooks.example.com", ("notify.webhooks[0].url:", "http")),
     ("notify.webhooks.0.events", ["node.lots"], ("notify.webhooks[0].events[0]:", "did you mean node.lost")),
     ("notify.webhooks.0.timeout", "0s", ("notify.webhooks[0].timeout:", "above zero")),
+    (
+        "notify.webhooks",
+        [{"url": "https://h.example/a"}, {"url": "https://h.example/b"}],
+        ("notify.webhooks[1].name:", "'h.example' is already webhooks[0]'s name"),
+    ),
     ("firewall_networks", ["10.20.0.0/33"], ("firewall_networks[0]:", "CIDR")),
     (
         "backup_recipients",

@@ -147,7 +147,6 @@ _REGEX = {"type": "regex", "patterns": ["x"]}
 @pytest.mark.parametrize(
     ("document", "path"),
     [
-        ({"notify": {"webhooks": [{"name": "w", "url": "https://h.example/x"}]}}, "notify"),
         ({"router": {"trusted_proxies": ["10.0.0.0/8"]}}, "router.trusted_proxies"),
         ({"router": {"cache": {"max_bytes": 8 << 20}}}, "router.cache"),
         ({"backup_dir": "/var/backups/llmgw"}, "backup_dir"),

@@ -7,8 +7,9 @@ Each test is a coroutine run with asyncio.run; the clock is the test's."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 from runtime_world import catalog, sim_model, world
 
@@ -163,6 +164,57 @@ def test_a_failing_model_is_placed_again_only_after_its_backoff_which_doubles() 
         await w.reconciler.run_pass()
         assert len(w.wire.starts()) == 3
         assert len(w.book.views()) == 1
+
+    run(test)
+
+
+class Emitted:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def emit(self, event_type: str, key: str, data: Mapping[str, Any]) -> None:
+        self.events.append((event_type, key, dict(data)))
+
+
+def test_each_failure_is_reported_once_and_the_one_reaching_the_longest_wait_parks_the_model() -> None:
+    async def test() -> None:
+        w = world(
+            catalog(sim_model("chat", min=1)),
+            base_backoff=timedelta(seconds=10),
+            max_backoff=timedelta(seconds=20),
+        )
+        emitted = Emitted()
+        w.reconciler.events = emitted
+        w.join("n1")
+        await w.reconciler.run_pass()
+        w.report("n1", "r1", ReplicaStatus.FAILED, detail="health did not answer")
+        await w.reconciler.run_pass()
+        w.report("n1", "r1", ReplicaStatus.FAILED)  # heard again before the ack: not a new failure
+        await w.reconciler.run_pass()
+        assert [(t, k) for t, k, _ in emitted.events] == [("model.failed", "r1")]
+        assert emitted.events[0][2] == {
+            "model": "chat",
+            "replica": "r1",
+            "nodes": ["n1"],
+            "detail": "health did not answer",
+            "retry_in_s": 10.0,
+        }
+        w.tick(10)
+        await w.reconciler.run_pass()
+        second = w.wire.starts()[-1][1].replica_id
+        w.report("n1", second, ReplicaStatus.FAILED)
+        await w.reconciler.run_pass()
+        assert [(t, k) for t, k, _ in emitted.events] == [
+            ("model.failed", "r1"),
+            ("model.failed", second),
+            ("model.parked", f"chat:{second}"),
+        ]
+        w.tick(20)
+        await w.reconciler.run_pass()
+        third = w.wire.starts()[-1][1].replica_id
+        w.report("n1", third, ReplicaStatus.FAILED)
+        await w.reconciler.run_pass()
+        assert [t for t, _, _ in emitted.events].count("model.parked") == 1, "parked once only"
 
     run(test)
 

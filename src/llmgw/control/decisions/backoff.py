@@ -34,6 +34,12 @@ class Backoff:
         self.failures.pop(model, None)
         self.until.pop(model, None)
 
+    def holds_longest(self, model: str) -> bool:
+        """Whether `model`'s failures in a row have brought its wait to `max_s`: it is
+        parked, tried only once per longest wait, until a replica of it becomes ready."""
+        count = self.failures.get(model, 0)
+        return count > 0 and self.base_s * (2 ** (count - 1)) >= self.max_s
+
     def holds(self, model: str, now: float) -> bool:
         """Whether starting `model` must wait."""
         return now < self.until.get(model, 0.0)

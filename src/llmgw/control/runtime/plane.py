@@ -49,7 +49,9 @@ from llmgw.control.decisions.publish import Publisher
 from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
 from llmgw.control.decisions.replicas import Change, ReplicaBook
 from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.node_events import NodeWatch
 from llmgw.control.runtime.reconciler import Reconciler, ReconcileRules
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.protocol.messages import (
     STALE_TERM,
     Error,
@@ -154,6 +156,7 @@ class ControlPlane:
         engine_secret: bytes = b"",
         timer: Callable[[], float] = time.perf_counter,
         spans: Spans | None = None,
+        events: EventSink = NO_EVENTS,
     ) -> None:
         self.config = config
         self._timer = timer
@@ -171,6 +174,7 @@ class ControlPlane:
             clock=clock,
         )
         self.book = ReplicaBook(clock)
+        self.node_watch = NodeWatch(self.registry, events)
         self.hub = AgentHub(
             self,
             settings=config.node_settings,
@@ -201,6 +205,7 @@ class ControlPlane:
             term=term,
             quotas=lambda: self._quotas,
             spans=spans,
+            events=events,
         )
         self._started_at: float | None = None
         self._leading = False
@@ -330,6 +335,7 @@ class ControlPlane:
         try:
             await self.observe_leadership()
             await self.reconciler.run_pass()
+            self.node_watch.look()
         finally:
             self.pass_seconds.observe(self._timer() - began)
 

@@ -51,6 +51,7 @@ from llmgw.control.decisions.plan import Plan, Start, Stop, plan
 from llmgw.control.decisions.publish import Publisher
 from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
 from llmgw.control.decisions.replicas import Part, ReplicaBook, ReplicaRecord
+from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.protocol.messages import ControlMessage, ReplicaStatus
 from llmgw.router.endpoints import Endpoint
 
@@ -126,6 +127,7 @@ class Reconciler:
         new_id: Callable[[str], str] = new_replica_id,
         quotas: Callable[[], Quotas] = lambda: NO_QUOTAS,
         spans: Spans | None = None,
+        events: EventSink = NO_EVENTS,
     ) -> None:
         self.spans = spans
         self.book = book
@@ -142,6 +144,7 @@ class Reconciler:
         self._term = term
         self._new_id = new_id
         self._quotas = quotas
+        self.events = events
         self._draining: dict[str, asyncio.Task[None]] = {}
         self.last_plan: Plan | None = None
         self.passes = 0
@@ -243,7 +246,9 @@ class Reconciler:
         forgotten, and a multi-node replica with a failed part is stopped everywhere."""
         for record in self.book.all():
             if record.phase == "failed" and not record.stop_reason and not (record.adopted and record.ended):
+                parked_before = self.backoff.holds_longest(record.model)
                 until = self.backoff.failed(record.model, now)
+                self._report_failure(record, until - now, parked=not parked_before)
                 log.warning(
                     "replica %s of %s failed (%s); the model is placed again in %.0fs",
                     record.id,
@@ -255,6 +260,20 @@ class Reconciler:
                 await self._acknowledge(record, term)
             elif record.phase == "failed":
                 await self.stop(record.id, "failed", drain=False, term=term)
+
+    def _report_failure(self, record: ReplicaRecord, retry_in_s: float, *, parked: bool) -> None:
+        """`model.failed` for the replica; `model.parked` too when this failure is the
+        one that brought its model to the longest backoff (`control.max_backoff`)."""
+        data = {
+            "model": record.model,
+            "replica": record.id,
+            "nodes": sorted({part.assignment.node_id for part in record.parts}),
+            "detail": record.detail or "",
+            "retry_in_s": round(max(retry_in_s, 0.0), 3),
+        }
+        self.events.emit("model.failed", record.id, data)
+        if parked and self.backoff.holds_longest(record.model):
+            self.events.emit("model.parked", f"{record.model}:{record.id}", data)
 
     async def _acknowledge(self, record: ReplicaRecord, term: int) -> None:
         for part in record.parts:
