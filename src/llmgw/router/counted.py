@@ -9,44 +9,22 @@ API's own routes count where they answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from llmgw.http.rsgi import HTTPProtocol, StreamTransport
+from llmgw.http.rsgi import HTTPProtocol
 from llmgw.router.metrics import GatewayMetrics
+from llmgw.router.traced import StatusSeen
 
 
-class CountedProtocol:
+class CountedProtocol(StatusSeen):
     """Passes everything to `proto`, counting the response's status under `route`."""
 
-    __slots__ = ("_metrics", "_proto", "_route", "status")
+    __slots__ = ("_metrics", "_route")
 
     def __init__(self, proto: HTTPProtocol, metrics: GatewayMetrics, route: str) -> None:
-        self._proto = proto
+        super().__init__(proto)
         self._metrics = metrics
         self._route = route
-        self.status: int | None = None
-        """The status answered, once the application has answered."""
 
-    async def __call__(self) -> bytes:
-        return await self._proto()
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._proto.__aiter__()
-
-    def response_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes, /) -> None:
-        self._counted(status)
-        self._proto.response_bytes(status, headers, body)
-
-    def response_stream(
-        self, status: int, headers: list[tuple[str, str]], first: bytes = b"", /
-    ) -> StreamTransport:
-        self._counted(status)
-        return self._proto.response_stream(status, headers, first)
-
-    async def client_disconnect(self) -> None:
-        await self._proto.client_disconnect()
-
-    def _counted(self, status: int) -> None:
+    def _seen(self, status: int) -> None:
         if self.status is None:
             self.status = status
             self._metrics.served(self._route, status)

@@ -19,7 +19,8 @@ OPERATIONS: dict[Kind, str] = {
 
 
 class StatusSeen:
-    """An HTTPProtocol that passes everything on and keeps the response's status."""
+    """An HTTPProtocol that passes everything on and keeps the response's status (the
+    first one: a refusal after an answer began is not one)."""
 
     __slots__ = ("_proto", "status")
 
@@ -34,14 +35,18 @@ class StatusSeen:
         return self._proto.__aiter__()
 
     def response_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes, /) -> None:
-        self.status = status
+        self._seen(status)
         self._proto.response_bytes(status, headers, body)
 
     def response_stream(
         self, status: int, headers: list[tuple[str, str]], first: bytes = b"", /
     ) -> StreamTransport:
-        self.status = status
+        self._seen(status)
         return self._proto.response_stream(status, headers, first)
 
     async def client_disconnect(self) -> None:
         await self._proto.client_disconnect()
+
+    def _seen(self, status: int) -> None:
+        if self.status is None:
+            self.status = status
