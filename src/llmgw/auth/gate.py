@@ -27,15 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import operator
 import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -47,24 +43,21 @@ from llmgw.auth.budgets import (
     Reservation,
     current_periods,
     day_of,
-    period_end,
-    period_start,
     spread_spend,
 )
 from llmgw.auth.directory import Directory
 from llmgw.auth.keys import bearer_token, hash_key, key_id_of
-from llmgw.auth.limiter import REQUESTS, TOKENS, Dimension, LimitRule, SharedCounters, Verdict
+from llmgw.auth.limiter import REQUESTS, TOKENS, SharedCounters
 from llmgw.auth.metrics import PipelineState, TenantCollector, TenantMetrics, budget_figures
 from llmgw.auth.principal import Principal
+from llmgw.auth.refusal_errors import Check, budget_spent, budget_spent_event, rate_limited, too_large
 from llmgw.auth.refusals import RefusalLog
 from llmgw.auth.usage import Finished, UsageChunk, UsageWriter
+from llmgw.auth.usage_groups import COMPLETION, COST, PROMPT, TS, Tagged, UsageGroup
 from llmgw.config import Settings
 from llmgw.core.events import NO_EVENTS, EventSink
 from llmgw.errors import (
     AuthUnavailable,
-    BadRequest,
-    InsufficientQuota,
-    RateLimitExceeded,
     StoreError,
     Unauthorized,
 )
@@ -99,10 +92,6 @@ MAX_CACHED_HEADER_CHARS = 256
 so only padding makes a header longer: such a header is still checked, each time, but
 never stored, so a caller cannot make each cache entry cost kilobytes."""
 _INVALID = "the API key is not valid: it may be mistyped, revoked or expired"
-
-
-Check = tuple[Dimension, LimitRule, int, Verdict]
-"""One limit judged for a request: dimension, rule, amount asked, verdict."""
 
 
 class AuthGate:
@@ -491,28 +480,8 @@ class AuthGate:
 
     def _refuse_budget(self, principal: Principal, spent: BudgetRule, now: float) -> NoReturn:
         self.metrics.refused(principal.tenant(self.metrics.level), "budget")
-        renews = period_end(spent.period, now)
-        # One event per budget and period: every gateway refusing under it emits the
-        # same key, and the outbox delivers it once.
-        begun = period_start(spent.period, now)
-        self.events.emit(
-            "budget.spent",
-            f"{spent.scope}:{spent.period}:{begun}",
-            {
-                "scope": spent.scope,
-                "source": spent.source,
-                "period": spent.period,
-                "budget": spent.budget_micros / 1_000_000,
-                "period_start": begun,
-                "renews_at": renews,
-            },
-        )
-        raise InsufficientQuota(
-            f"the {spent.source} budget of {spent.scope} for this {spent.period} is spent; "
-            f"it renews at {datetime.fromtimestamp(renews, UTC):%Y-%m-%d %H:%M} UTC",
-            code="insufficient_quota",
-            retry_after=max(renews - now, 1.0),
-        )
+        self.events.emit("budget.spent", *budget_spent_event(spent, now))
+        raise budget_spent(spent, now)
 
     def _refuse_rate(self, principal: Principal, cost: int, now: float) -> NoReturn:
         """The 429 for a request `SharedCounters.take` refused: each limit judged again
@@ -520,28 +489,13 @@ class AuthGate:
         tpm = principal.tpm
         if tpm is not None and cost > tpm.limit:
             self.metrics.refused(principal.tenant(self.metrics.level), "too_large")
-            raise BadRequest(
-                f"this request is estimated at {cost} tokens (prompt and max_tokens), more than the "
-                f"{tpm.limit} tokens a minute the {tpm.source} limit of {tpm.scope} allows: it can never "
-                "pass; shorten the prompt or lower max_tokens",
-                param="max_tokens",
-                code="request_too_large_for_limit",
-            )
+            raise too_large(tpm, cost)
         checks: list[Check] = []
         for dim, rule, amount in ((REQUESTS, principal.rpm, 1), (TOKENS, principal.tpm, cost)):
             if rule is not None:
                 checks.append((dim, rule, amount, self.counters.judge(rule, dim, amount, now)))
-        refused = [check for check in checks if not check[3].allowed]
         self.metrics.refused(principal.tenant(self.metrics.level), "rate_limit")
-        dim, rule, _, verdict = max(refused, key=lambda check: check[3].retry_after)
-        unit = "requests" if dim == REQUESTS else "tokens"
-        raise RateLimitExceeded(
-            f"rate limit reached: {rule.limit} {unit} a minute ({rule.source} limit of {rule.scope}); "
-            f"retry in {math.ceil(verdict.retry_after)}s",
-            code="rate_limit_exceeded",
-            retry_after=max(verdict.retry_after, 0.001),
-            headers=_headers(checks),
-        )
+        raise rate_limited(checks)
 
     def refused(
         self, principal: Principal | None, status: int, request_id: str, started: float, finished: float
@@ -584,9 +538,9 @@ class AuthGate:
         one caller, model, status and streaming that ended in one five-minute bucket):
         a hand-over holds hundreds of requests from a few callers, so everything else
         is summed per group, and then applied once per group."""
-        groups: dict[tuple[int, str, int, bool, int], _Group] = {}
-        tagged: list[_Tagged] = []
-        group: _Group | None = None
+        groups: dict[tuple[int, str, int, bool, int], UsageGroup] = {}
+        tagged: list[Tagged] = []
+        group: UsageGroup | None = None
         values: list[RecordValues] = []
         counted = 0
         # The current group, compared with each record before a group is looked up
@@ -649,24 +603,24 @@ class AuthGate:
 
     def _group_of(
         self,
-        groups: dict[tuple[int, str, int, bool, int], _Group],
+        groups: dict[tuple[int, str, int, bool, int], UsageGroup],
         principal: Principal,
         model: str,
         status: int,
         stream: bool,
         ts: float,
-    ) -> _Group:
+    ) -> UsageGroup:
         bucket = int(ts // BUCKET_SECONDS) * BUCKET_SECONDS
         group_key = (id(principal), model, status, stream, bucket)
         group = groups.get(group_key)
         if group is None:
             price = self._auth.price(model)
-            group = groups[group_key] = _Group(
+            group = groups[group_key] = UsageGroup(
                 principal, model, status, stream, bucket, price.prompt_per_1k, price.completion_per_1k
             )
         return group
 
-    def _account_groups(self, groups: Iterable[_Group], tagged: Sequence[_Tagged]) -> None:
+    def _account_groups(self, groups: Iterable[UsageGroup], tagged: Sequence[Tagged]) -> None:
         """`record_many`'s sums, made and applied once per group of requests alike."""
         metrics = self.metrics
         level = metrics.level
@@ -678,14 +632,14 @@ class AuthGate:
         for group in groups:
             principal, values = group.principal, group.values
             requests = len(values)
-            prompt = sum(map(_PROMPT, values))
-            completion = sum(map(_COMPLETION, values))
-            cost = sum(map(_COST, values))
+            prompt = sum(map(PROMPT, values))
+            completion = sum(map(COMPLETION, values))
+            cost = sum(map(COST, values))
             tpm = principal.tpm
             if tpm is not None:
                 correction = prompt + completion - group.counted
                 if correction:
-                    last = max(map(_TS, values))
+                    last = max(map(TS, values))
                     so_far, at = corrections.get(tpm.scope, (0, last))
                     corrections[tpm.scope] = (so_far + correction, max(at, last))
             if cost > 0 and principal.spend_scopes:
@@ -739,44 +693,3 @@ def _negative_key(key_hash: str) -> int:
     chance (about 1 in 10^14 for a new key against a full cache) would only make the
     new one wait out `negative_ttl`."""
     return int(key_hash[:16], 16)
-
-
-_TS = operator.itemgetter(0)
-_PROMPT = operator.itemgetter(3)
-_COMPLETION = operator.itemgetter(4)
-_COST = operator.itemgetter(5)
-"""Fields of `RecordValues`, for sums taken in C over a group's records."""
-
-
-_Tagged = tuple[Mapping[str, str], int, int]
-"""An answered request's tags, prompt and completion tokens, for the tagged metrics."""
-
-
-@dataclass(slots=True, eq=False)
-class _Group:
-    """Requests alike in one hand-over to `record_many`: one caller, model, status,
-    streaming and five-minute bucket, and their records."""
-
-    principal: Principal
-    model: str
-    status: int
-    stream: bool
-    bucket: int
-    prompt_price: int
-    completion_price: int
-    """The model's prices, in micro-units per thousand tokens."""
-    values: list[RecordValues] = field(default_factory=list)
-    counted: int = 0
-    """The tokens `admit` counted against TPM, which the real counts replace."""
-
-
-def _headers(checks: Sequence[Check]) -> list[tuple[str, str]]:
-    """OpenAI's x-ratelimit-* headers for the limits judged for a refused request."""
-    out: list[tuple[str, str]] = []
-    for dim, rule, _amount, verdict in checks:
-        unit = "requests" if dim == REQUESTS else "tokens"
-        remaining = max(int(rule.limit - verdict.estimate), 0)
-        out.append((f"x-ratelimit-limit-{unit}", str(rule.limit)))
-        out.append((f"x-ratelimit-remaining-{unit}", str(remaining)))
-        out.append((f"x-ratelimit-reset-{unit}", windows.format_reset(max(verdict.reset_after, 0.0))))
-    return out
