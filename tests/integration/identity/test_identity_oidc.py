@@ -7,70 +7,24 @@ nothing, sessions end when their lifetime is up, and a signup is approved by the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess
 from support.oidc_provider import Browser, oidc_provider, set_user
-
-SECRET_ENV = "OIDC_TEST_CLIENT_SECRET"
-_POLL_S = 0.05
-_POLL_LIMIT_S = 15.0
+from support.signin import admin_call as _admin
+from support.signin import cli_call as _cli
+from support.signin import signin_gateway as _gateway
+from support.signin import until as _until
 
 
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[str]:
     with oidc_provider() as url:
         yield url
-
-
-def _gateway(issuer: str, where: Path, **auth: Any) -> GatewayProcess:
-    oidc = {"issuer": issuer, "client_id": "llmgw", "client_secret_file": f"env:{SECRET_ENV}"}
-    oidc.update(auth.pop("oidc", {}))
-    config = {
-        "auth": {
-            "enabled": True,
-            "store": str(where / "llmgw.db"),
-            "cache_ttl": "200ms",
-            "oidc": oidc,
-            **auth,
-        },
-        # Router-only: sign-in needs no replica, so one that is not there will do.
-        "endpoints": [
-            {"id": "none", "url": f"http://127.0.0.1:{free_port()}", "models": ["m"], "engine": "sim"}
-        ],
-    }
-    return start_gateway(config, env={**os.environ, SECRET_ENV: "s3cret"})
-
-
-def _admin(
-    gateway: GatewayProcess, method: str, path: str, body: dict[str, Any] | None = None
-) -> httpx.Response:
-    headers = {"authorization": f"Bearer {gateway.admin_token()}"}
-    return httpx.request(method, gateway.admin_url + "/api/" + path, json=body, headers=headers, timeout=10)
-
-
-def _cli(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    """`llmgw GROUP --admin URL --token-file FILE ARGS...` as a process of its own."""
-    group, *rest = args
-    token_file = str(gateway.config_path.parent / "secrets" / "admin-token")
-    command = [sys.executable, "-m", "llmgw", group, "--admin", gateway.admin_url, "--token-file", token_file]
-    return subprocess.run([*command, *rest], capture_output=True, text=True, timeout=60, check=False)
-
-
-def _until(check: Any, what: str) -> None:
-    deadline = time.monotonic() + _POLL_LIMIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(_POLL_S)
 
 
 @pytest.fixture(scope="module")

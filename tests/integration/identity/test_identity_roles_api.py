@@ -10,82 +10,25 @@ token is not taken on the client port."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from llmgw.testing.server import GatewayProcess, free_port, start_gateway
+from llmgw.testing.server import GatewayProcess
 from support.oidc_provider import Browser, oidc_provider, set_user
-
-SECRET_ENV = "OIDC_TEST_CLIENT_SECRET"
-_POLL_S = 0.05
-_POLL_LIMIT_S = 15.0
+from support.signin import admin_call as _admin
+from support.signin import cli_call as _cli
+from support.signin import signin_gateway as _gateway
+from support.signin import until as _until
 
 
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[str]:
     with oidc_provider() as url:
         yield url
-
-
-def _gateway(issuer: str, where: Path, **auth: Any) -> GatewayProcess:
-    config = {
-        "auth": {
-            "enabled": True,
-            "store": str(where / "llmgw.db"),
-            "cache_ttl": "200ms",
-            "negative_ttl": "200ms",
-            "oidc": {"issuer": issuer, "client_id": "llmgw", "client_secret_file": f"env:{SECRET_ENV}"},
-            **auth,
-        },
-        # /v1/models answers from the catalog: no replica need be up.
-        "endpoints": [
-            {"id": "none", "url": f"http://127.0.0.1:{free_port()}", "models": ["m"], "engine": "sim"}
-        ],
-    }
-    return start_gateway(config, env={**os.environ, SECRET_ENV: "s3cret"})
-
-
-def _admin(
-    gateway: GatewayProcess, method: str, path: str, body: dict[str, Any] | None = None
-) -> httpx.Response:
-    headers = {"authorization": f"Bearer {gateway.admin_token()}"}
-    return httpx.request(method, gateway.admin_url + "/api/" + path, json=body, headers=headers, timeout=10)
-
-
-def _cli(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    token_file = str(gateway.config_path.parent / "secrets" / "admin-token")
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmgw",
-            "users",
-            "--admin",
-            gateway.admin_url,
-            "--token-file",
-            token_file,
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _POLL_LIMIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(_POLL_S)
 
 
 def _seed(gateway: GatewayProcess) -> None:
@@ -153,7 +96,7 @@ def test_a_member_makes_uses_and_revokes_a_personal_key_and_sees_no_other_team(
 ) -> None:
     mia = Person(gateway, issuer, "mia")
     try:
-        granted = _cli(gateway, "grant", "mia", "--project", "chat", "--role", "member")
+        granted = _cli(gateway, "users", "grant", "mia", "--project", "chat", "--role", "member")
         assert granted.returncode == 0, granted.stderr
         assert "mia is member of project chat" in granted.stdout
         mia.wait_for_role("project", "chat", "member")
@@ -240,7 +183,7 @@ def test_an_org_admin_manages_everything_in_their_org_and_nothing_outside(
         assert _admin(gateway, "POST", kind, body).status_code == 201
     olga = Person(gateway, issuer, "olga")
     try:
-        granted = _cli(gateway, "grant", "olga", "--org", "acme", "--role", "admin")
+        granted = _cli(gateway, "users", "grant", "olga", "--org", "acme", "--role", "admin")
         assert granted.returncode == 0, granted.stderr
         olga.wait_for_role("org", "acme", "admin")
         projects = {p["id"] for p in olga.call("GET", "projects").json()["data"]}
@@ -260,7 +203,7 @@ def test_an_org_admin_manages_everything_in_their_org_and_nothing_outside(
         assert '<option value="infra">project infra</option>' in page
         assert 'value="crm"' not in page
 
-        revoked = _cli(gateway, "revoke", "olga", "--org", "acme")
+        revoked = _cli(gateway, "users", "revoke", "olga", "--org", "acme")
         assert revoked.returncode == 0, revoked.stderr
         _until(
             lambda: olga.call("GET", "keys?project=infra").status_code == 404, "the revoked role's reach gone"
@@ -290,10 +233,10 @@ def test_bad_grants_are_refused_with_the_field_and_the_fix(gateway: GatewayProce
     missing = _admin(gateway, "PUT", "users/nobody/roles/team/research", {"role": "admin"})
     assert missing.status_code == 404
     assert "user 'nobody' does not exist" in missing.json()["error"]["message"]
-    two = _cli(gateway, "grant", "x", "--team", "research", "--org", "acme", "--role", "admin")
+    two = _cli(gateway, "users", "grant", "x", "--team", "research", "--org", "acme", "--role", "admin")
     assert two.returncode == 2
     assert "exactly one of --org, --team and --project" in two.stderr
-    bad_role = _cli(gateway, "grant", "x", "--team", "research", "--role", "owner")
+    bad_role = _cli(gateway, "users", "grant", "x", "--team", "research", "--role", "owner")
     assert bad_role.returncode == 2
     assert "use admin or member" in bad_role.stderr
     assert "Traceback" not in two.stderr + bad_role.stderr
