@@ -90,7 +90,14 @@ class CpuProfiler:
                 await wait(duration_s)
             finally:
                 session = profiler.stop()
-        renderer: Renderer = SpeedscopeRenderer() if fmt == "speedscope" else HTMLRenderer()
+        # Speedscope is a viewer to zoom in: every sampled frame is kept, where
+        # pyinstrument's default drops those under 1 % of the wall time, which on a
+        # lightly loaded gateway (mostly waiting on sockets) is all of the router's work.
+        renderer: Renderer = (
+            SpeedscopeRenderer(processor_options={"filter_threshold": 0})
+            if fmt == "speedscope"
+            else HTMLRenderer()
+        )
         # Rendering a long profile takes a while; the loop keeps serving meanwhile.
         text = await asyncio.to_thread(renderer.render, session)
         content_type = "application/json" if fmt == "speedscope" else "text/html; charset=utf-8"

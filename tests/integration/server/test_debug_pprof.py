@@ -26,6 +26,10 @@ _MAX_LOAD_REQUESTS = 20_000
 # a client leave.
 _POLL_S = 0.1
 _LEFT_POLLS = 100
+# The load counts as under way once this many answers came back (waiting at most
+# _STARTUP_POLLS polls for them).
+_ANSWERS_BEFORE_PROFILING = 20
+_STARTUP_POLLS = 300
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +80,12 @@ class Load:
     def __enter__(self) -> Load:
         for thread in self._threads:
             thread.start()
+        # A profile asked for before the threads send anything samples an idle loop:
+        # wait for the load to be under way first.
+        for _ in range(_STARTUP_POLLS):
+            if self.answered >= _ANSWERS_BEFORE_PROFILING:
+                break
+            time.sleep(_POLL_S)
         return self
 
     def __exit__(self, *exc: object) -> None:
