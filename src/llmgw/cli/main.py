@@ -21,8 +21,7 @@ app = typer.Typer(
 )
 # Two panels in --help: what runs on a machine, and what talks to a running server.
 _RUN, _OPERATE = "Run", "Operate a running server (its admin API)"
-app.command("server", rich_help_panel=_RUN)(server_cmd.server)
-app.command("rotate-master-key", rich_help_panel=_RUN)(server_cmd.rotate_master_key)
+app.add_typer(server_cmd.app, name="server", rich_help_panel=_RUN)
 app.command("sim-engine", rich_help_panel=_RUN)(sim_cmd.sim_engine)
 app.command("agent", rich_help_panel=_RUN)(agent_cmd.agent)
 app.command("usage", rich_help_panel=_OPERATE)(usage_cmd.usage)

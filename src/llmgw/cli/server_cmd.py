@@ -1,4 +1,6 @@
-"""`llmgw server`: run the gateway on a configuration, or on the embedded defaults."""
+"""`llmgw server`: run the gateway on a configuration, or on the embedded defaults; and
+the commands that act on a server's machine and store rather than through its admin
+API (`llmgw server rotate-master-key`, and the other sub-commands added to `app`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,16 @@ from llmgw.errors import ConfigError, StoreError
 # run, not here: every `llmgw` command loads this module to learn `server`'s options.
 
 
+app = typer.Typer(
+    help="Run the gateway (no sub-command), or act on a server's store and files.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+@app.callback()
 def server(
+    ctx: typer.Context,
     config: Path | None = typer.Option(
         None,
         "--config",
@@ -44,7 +55,14 @@ def server(
 ) -> None:
     """Serve the OpenAI API on `listen`, with health and metrics on `admin_listen`.
 
-    Each setting in use that this version does not act on is a warning line as it starts."""
+    Each setting in use that this version does not act on is a warning line as it starts.
+    With a sub-command, that command runs instead (its own options follow its name)."""
+    if ctx.invoked_subcommand is not None:
+        if config is not None or strict or log_format is not None:
+            raise typer.BadParameter(
+                f"give the options after the sub-command: llmgw server {ctx.invoked_subcommand} --config FILE"
+            )
+        return
     import uvloop  # noqa: PLC0415 (see the imports)
 
     from llmgw.server.embedded import describe, embedded_settings  # noqa: PLC0415
@@ -74,6 +92,7 @@ def server(
         raise cannot_start("server", exc) from None
 
 
+@app.command("rotate-master-key")
 def rotate_master_key(
     config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
     new_key: str = typer.Option(
@@ -99,7 +118,7 @@ def rotate_master_key(
     except ConfigError as exc:
         raise refuse_config(exc) from None
     except StoreError as exc:
-        typer.echo(f"llmgw rotate-master-key could not open the store (auth.store): {exc}", err=True)
+        typer.echo(f"llmgw server rotate-master-key could not open the store (auth.store): {exc}", err=True)
         raise typer.Exit(code=1) from None
     typer.echo(
         f"sealed {resealed} secret(s) under key {key_id} ({kept} already were); "

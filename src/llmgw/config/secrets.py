@@ -190,7 +190,7 @@ class Secrets(Strict):
     done inside Vault without the key ever leaving it, or a reference to a 64-hex-digit
     key (`openssl rand -hex 32`) that then needs the same care as the database. Empty:
     no encryption. Older plaintext values get encrypted the next time they are read.
-    `llmgw rotate-master-key --new-key REF` seals everything again under another key."""
+    `llmgw server rotate-master-key --new-key REF` seals everything again under another key."""
 
     @model_validator(mode="after")
     def _transit_needs_vault(self) -> Secrets:

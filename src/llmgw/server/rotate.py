@@ -1,4 +1,4 @@
-"""`llmgw rotate-master-key`: every secret the store keeps, sealed again under a new key.
+"""`llmgw server rotate-master-key`: every secret the store keeps, sealed again under a new key.
 
 The old key is the configuration's `secrets.master_key` (empty: the rows are plaintext
 from before sealing); the new one is given as a reference. Nothing is written unless

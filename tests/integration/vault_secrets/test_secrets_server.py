@@ -1,7 +1,7 @@
 """Secrets end to end: `llmgw server` with secrets from an environment variable, a file
 and Vault (the loopback stand-in, or a real Vault when VAULT_ADDR and VAULT_TOKEN are
 set), the store's cluster secret sealed under `secrets.master_key`, rotated with
-`llmgw rotate-master-key`, and no secret value in any output of the run.
+`llmgw server rotate-master-key`, and no secret value in any output of the run.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_secrets_from_env_file_and_vault_never_shown_and_sealed(vault: Vaultish,
 
     # Rotation: every row sealed again under the new key; the old key then opens nothing.
     rotated = _llmgw(
-        "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
+        "server", "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
     )
     assert rotated.returncode == 0, rotated.stderr
     assert "sealed 1 secret(s)" in rotated.stdout
@@ -256,7 +256,7 @@ def test_rotate_master_key_refuses_a_new_key_it_cannot_use_in_one_sentence(
         )
     )
     env = {**os.environ, "SHORT_KEY": "abc123"}
-    refused = _llmgw("rotate-master-key", "--config", str(config), "--new-key", new_key, env=env)
+    refused = _llmgw("server", "rotate-master-key", "--config", str(config), "--new-key", new_key, env=env)
     assert refused.returncode == 2, refused.stdout
     assert says in refused.stderr
     assert "Traceback" not in refused.stderr
@@ -315,7 +315,7 @@ def test_sealing_in_vault_transit_and_rotating_out_of_it(vault: Vaultish, tmp_pa
     config_path = tmp_path / "llmgw.yaml"
     config_path.write_text(yaml.safe_dump(config))
     rotated = _llmgw(
-        "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
+        "server", "rotate-master-key", "--config", str(config_path), "--new-key", "env:NEW_SEAL_KEY", env=env
     )
     assert rotated.returncode == 0, rotated.stderr
     assert _sealed_row(store).startswith("sealed:v1:")
