@@ -12,57 +12,32 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from llmgw.errors import StoreConflict, StoreStale
+from llmgw.errors import StoreConflict
 from llmgw.identity.scim.discovery import list_response
 from llmgw.identity.scim.errors import ScimError, invalid_value
 from llmgw.identity.scim.filter import parse_filter
-from llmgw.identity.scim.patch import apply_patch
 from llmgw.identity.scim.request import Request
+from llmgw.identity.scim.resource_routes import Answer, ResourceRoutes
 from llmgw.identity.scim.resources import etag, group_from_json, group_json
 from llmgw.store.provisioning import GroupAttribute, IdpGroup, ProvisioningRepo
 
-Answer = tuple[int, Any, list[tuple[str, str]]]
 FILTERABLE: dict[str, GroupAttribute] = {"displayname": "displayName", "externalid": "externalId", "id": "id"}
-_RETRIES = 3
 
 
-class GroupsRoutes:
+class GroupsRoutes(ResourceRoutes[IdpGroup]):
+    collection, singular = "Groups", "Group"
+
     def __init__(self, people: ProvisioningRepo, clock: Callable[[], float]) -> None:
+        super().__init__(clock)
         self._people = people
-        self._clock = clock
 
-    async def handle(self, request: Request) -> Answer:
-        method, rest = request.method, request.parts[1:]
-        if not rest:
-            if method == "GET":
-                return await self._list(request)
-            if method == "POST":
-                return await self._create(request)
-            raise ScimError(405, f"{method} /Groups is not served: use GET or POST")
-        if len(rest) != 1:
-            raise ScimError(404, f"/Groups/{'/'.join(rest)} is no resource")
-        group_id = rest[0]
-        if method == "GET":
-            members = not request.excluded_members()
-            group = await self._people.group(group_id, with_members=members)
-            return self._answer(200, group, request, with_members=members)
-        if method == "PUT":
-            return await self._write(
-                request, group_id, lambda current: group_from_json(request.json(), group_id, current)
-            )
-        if method == "PATCH":
-            message = request.json()
-            return await self._write(
-                request,
-                group_id,
-                lambda current: group_from_json(
-                    apply_patch(group_json(current, request.base_url), message), group_id, current
-                ),
-            )
-        if method == "DELETE":
-            await self._people.delete_group(group_id, request.expected_version(), self._clock())
-            return 204, None, []
-        raise ScimError(405, f"{method} /Groups/{group_id} is not served: use GET, PUT, PATCH or DELETE")
+    async def _get(self, request: Request, resource_id: str) -> Answer:
+        members = not request.excluded_members()
+        group = await self._people.group(resource_id, with_members=members)
+        return 200, group_json(group, request.base_url, with_members=members), [("etag", etag(group.version))]
+
+    async def _delete(self, request: Request, resource_id: str) -> None:
+        await self._people.delete_group(resource_id, request.expected_version(), self._clock())
 
     async def _list(self, request: Request) -> Answer:
         start, count = request.page()
@@ -85,46 +60,28 @@ class GroupsRoutes:
         try:
             made = await self._people.create_group(group, self._clock())
         except StoreConflict:
-            raise ScimError(
-                409,
-                f"displayName {group.display_name!r} or externalId {group.external_id!r} is taken",
-                "uniqueness",
-            ) from None
+            raise ScimError(409, self._taken(group), "uniqueness") from None
         return self._answer(201, made, request)
 
-    async def _write(self, request: Request, group_id: str, change: Callable[[IdpGroup], IdpGroup]) -> Answer:
-        expected = request.expected_version()
-        for _ in range(_RETRIES):
-            current = await self._people.group(group_id)
-            if expected is not None and current.version != expected:
-                raise ScimError(
-                    412, f"Group {group_id} is at version {current.version}, not {expected}: read it again"
-                )
-            wanted = change(current)
-            await self._check_members(wanted)
-            try:
-                saved = await self._people.save_group(wanted, current.version, self._clock())
-            except StoreStale:
-                if expected is not None:
-                    raise ScimError(412, f"Group {group_id} changed meanwhile: read it again") from None
-                continue
-            except StoreConflict:
-                raise ScimError(
-                    409,
-                    f"displayName {wanted.display_name!r} or externalId {wanted.external_id!r} is taken",
-                    "uniqueness",
-                ) from None
-            return self._answer(200, saved, request)
-        raise ScimError(409, f"Group {group_id} kept changing under this write: send it again")
+    async def _read(self, resource_id: str) -> IdpGroup:
+        return await self._people.group(resource_id)
+
+    async def _save(self, wanted: IdpGroup, version: int) -> IdpGroup:
+        return await self._people.save_group(wanted, version, self._clock())
+
+    def _from_json(self, body: Any, current: IdpGroup) -> IdpGroup:
+        return group_from_json(body, current.id, current)
+
+    def _json(self, resource: IdpGroup, request: Request) -> Any:
+        return group_json(resource, request.base_url)
+
+    def _taken(self, wanted: IdpGroup) -> str:
+        return f"displayName {wanted.display_name!r} or externalId {wanted.external_id!r} is taken"
+
+    async def _check(self, wanted: IdpGroup, current: IdpGroup) -> None:
+        await self._check_members(wanted)
 
     async def _check_members(self, group: IdpGroup) -> None:
         unknown = await self._people.unknown_people(group.members)
         if unknown:
             raise invalid_value(f"members {', '.join(unknown)} are not provisioned Users: create them first")
-
-    def _answer(self, status: int, group: IdpGroup, request: Request, *, with_members: bool = True) -> Answer:
-        return (
-            status,
-            group_json(group, request.base_url, with_members=with_members),
-            [("etag", etag(group.version))],
-        )

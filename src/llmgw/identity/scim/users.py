@@ -12,66 +12,39 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from llmgw.errors import StoreConflict, StoreStale
+from llmgw.errors import StoreConflict
 from llmgw.identity.scim.discovery import list_response
 from llmgw.identity.scim.errors import ScimError
 from llmgw.identity.scim.filter import parse_filter
-from llmgw.identity.scim.patch import apply_patch
 from llmgw.identity.scim.request import Request
-from llmgw.identity.scim.resources import etag, person_from_json, user_json
+from llmgw.identity.scim.resource_routes import Answer, ResourceRoutes
+from llmgw.identity.scim.resources import person_from_json, user_json
 from llmgw.store.provisioning import PersonAttribute, ProvisionedPerson, ProvisioningRepo
 from llmgw.store.rows import Scope
 
-Answer = tuple[int, Any, list[tuple[str, str]]]
 PersonChanged = Callable[[str, Scope | None], Awaitable[None]]
 """Told the id of a person whose standing changed (made, made inactive or active again,
 deprovisioned), with their row as the gateway's directory holds it when that is known
 without reading it (a person just made), else None."""
 FILTERABLE: dict[str, PersonAttribute] = {"username": "userName", "externalid": "externalId", "id": "id"}
-# Writes without If-Match read, change and write back under the version read; another
-# write in between makes it read again, this many times at most.
-_RETRIES = 3
 
 
-class UsersRoutes:
+class UsersRoutes(ResourceRoutes[ProvisionedPerson]):
+    collection, singular = "Users", "User"
+
     def __init__(
         self, people: ProvisioningRepo, clock: Callable[[], float], on_person: PersonChanged
     ) -> None:
+        super().__init__(clock)
         self._people = people
-        self._clock = clock
         self._on_person = on_person
 
-    async def handle(self, request: Request) -> Answer:
-        method, rest = request.method, request.parts[1:]
-        if not rest:
-            if method == "GET":
-                return await self._list(request)
-            if method == "POST":
-                return await self._create(request)
-            raise ScimError(405, f"{method} /Users is not served: use GET or POST")
-        if len(rest) != 1:
-            raise ScimError(404, f"/Users/{'/'.join(rest)} is no resource")
-        user_id = rest[0]
-        if method == "GET":
-            return self._answer(200, await self._people.person(user_id), request)
-        if method == "PUT":
-            return await self._write(
-                request, user_id, lambda current: person_from_json(request.json(), current)
-            )
-        if method == "PATCH":
-            message = request.json()
-            return await self._write(
-                request,
-                user_id,
-                lambda current: person_from_json(
-                    apply_patch(user_json(current, request.base_url), message), current
-                ),
-            )
-        if method == "DELETE":
-            await self._people.deprovision_person(user_id, request.expected_version(), self._clock())
-            await self._on_person(user_id, None)
-            return 204, None, []
-        raise ScimError(405, f"{method} /Users/{user_id} is not served: use GET, PUT, PATCH or DELETE")
+    async def _get(self, request: Request, resource_id: str) -> Answer:
+        return self._answer(200, await self._people.person(resource_id), request)
+
+    async def _delete(self, request: Request, resource_id: str) -> None:
+        await self._people.deprovision_person(resource_id, request.expected_version(), self._clock())
+        await self._on_person(resource_id, None)
 
     async def _list(self, request: Request) -> Answer:
         start, count = request.page()
@@ -100,44 +73,32 @@ class UsersRoutes:
         await self._on_person(made.id, _new_scope(made) if made.version == 1 else None)
         return self._answer(201, made, request)
 
-    async def _write(
-        self, request: Request, user_id: str, change: Callable[[ProvisionedPerson], ProvisionedPerson]
-    ) -> Answer:
-        expected = request.expected_version()
-        for _ in range(_RETRIES):
-            current = await self._people.person(user_id)
-            if expected is not None and current.version != expected:
-                raise ScimError(
-                    412, f"User {user_id} is at version {current.version}, not {expected}: read it again"
-                )
-            wanted = change(current)
-            if wanted.user_name.lower() != current.user_name.lower():
-                await self._check_name_free(wanted)
-            try:
-                saved = await self._people.save_person(wanted, current.version, self._clock())
-            except StoreStale:
-                if expected is not None:
-                    raise ScimError(412, f"User {user_id} changed meanwhile: read it again") from None
-                continue
-            except StoreConflict:
-                raise ScimError(
-                    409,
-                    f"userName or externalId {wanted.external_id!r} belongs to another User",
-                    "uniqueness",
-                ) from None
-            if saved.active != current.active or not saved.active:
-                await self._on_person(user_id, None)
-            return self._answer(200, saved, request)
-        raise ScimError(409, f"User {user_id} kept changing under this write: send it again")
+    async def _read(self, resource_id: str) -> ProvisionedPerson:
+        return await self._people.person(resource_id)
 
-    async def _check_name_free(self, person: ProvisionedPerson) -> None:
+    async def _save(self, wanted: ProvisionedPerson, version: int) -> ProvisionedPerson:
+        return await self._people.save_person(wanted, version, self._clock())
+
+    def _from_json(self, body: Any, current: ProvisionedPerson) -> ProvisionedPerson:
+        return person_from_json(body, current)
+
+    def _json(self, resource: ProvisionedPerson, request: Request) -> Any:
+        return user_json(resource, request.base_url)
+
+    def _taken(self, wanted: ProvisionedPerson) -> str:
+        return f"userName or externalId {wanted.external_id!r} belongs to another User"
+
+    async def _check(self, wanted: ProvisionedPerson, current: ProvisionedPerson) -> None:
         """userName is unique without regard to case (RFC 7643 §4.1.1)."""
-        total, found = await self._people.find_people("userName", person.user_name, 0, 1)
-        if total and (not found or found[0].id != person.id or not person.id):
-            raise ScimError(409, f"userName {person.user_name!r} is provisioned already", "uniqueness")
+        if wanted.user_name.lower() == current.user_name.lower():
+            return
+        total, found = await self._people.find_people("userName", wanted.user_name, 0, 1)
+        if total and (not found or found[0].id != wanted.id or not wanted.id):
+            raise ScimError(409, f"userName {wanted.user_name!r} is provisioned already", "uniqueness")
 
-    def _answer(self, status: int, person: ProvisionedPerson, request: Request) -> Answer:
-        return status, user_json(person, request.base_url), [("etag", etag(person.version))]
+    async def _saved(self, saved: ProvisionedPerson, current: ProvisionedPerson) -> None:
+        if saved.active != current.active or not saved.active:
+            await self._on_person(saved.id, None)
 
 
 def _new_scope(person: ProvisionedPerson) -> Scope:
