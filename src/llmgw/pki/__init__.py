@@ -1,1 +1,2 @@
-"""The cluster's certificates: its CA, the control plane's and each node's certificate, join tokens and revocation."""
+"""The cluster's certificates: its CA, the control plane's and each node's certificate,
+join tokens and revocation."""
