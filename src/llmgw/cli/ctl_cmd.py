@@ -110,8 +110,9 @@ def models(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None
 
 @app.command("nodes")
 def nodes(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
-    """Lists registered nodes with their status, what they have, and when the certificate each
-    showed runs out (UTC; - without TLS)."""
+    """Lists registered nodes: status, what they have, and when each one's certificate ends.
+
+    The certificate's end is the one the node showed when it connected (UTC; - without TLS)."""
     rows = call(ctx, "GET", "control/nodes")["data"]
     if not as_json:
         for row in rows:
