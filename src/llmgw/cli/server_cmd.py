@@ -169,6 +169,8 @@ def init(
     from llmgw.pki.config_file import add_block, block, configured_files  # noqa: PLC0415
 
     try:
+        # An existing configuration is checked before anything is written.
+        checked = load_settings(config) if config is not None and config.is_file() else None
         files = configured_files(config) if config is not None else None
         written = files is not None
         if files is not None and directory is not None and files.ca_cert.parent != directory.absolute():
@@ -186,7 +188,8 @@ def init(
             add_block(config, files)
         state_directory = os.environ.get("STATE_DIRECTORY")
         if config is not None:
-            token_file = load_settings(config).effective_admin_token_file(config.parent, state_directory)
+            settings = checked or load_settings(config)
+            token_file = settings.effective_admin_token_file(config.parent, state_directory)
         else:
             # Where the server on its embedded defaults looks for it.
             token_file = (
