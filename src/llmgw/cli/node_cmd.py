@@ -59,7 +59,8 @@ def add(
         bundle = out or files.ca_cert.parent / "nodes" / name
         location = settings.effective_store(config.parent, os.environ.get("STATE_DIRECTORY"))
         now = datetime.now(UTC)
-        issued = issue_bundle(files, name, ips, bundle, now, force=force)
+        prepared = issue_bundle(files, name, ips, bundle, now, force=force)
+        issued = prepared.issued
 
         async def record() -> None:
             store = await Store.open(location)
@@ -71,6 +72,7 @@ def add(
                 await store.close()
 
         asyncio.run(record())
+        prepared.write()
     except ConfigError as exc:
         raise refuse_config(exc) from None
     except StoreError as exc:

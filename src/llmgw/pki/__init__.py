@@ -11,11 +11,12 @@ line records what it issues and revokes there, and the control plane reads it.
 from __future__ import annotations
 
 from llmgw.pki.authority import Issued, check_node_name, normal_serial, serial_text
-from llmgw.pki.cluster import ClusterFiles, init_cluster, issue_bundle
+from llmgw.pki.cluster import Bundle, ClusterFiles, init_cluster, issue_bundle
 from llmgw.pki.expiry import WARN_AHEAD, CertificateEnd, expiring, peer_not_after, read_not_after, warning
 
 __all__ = [
     "WARN_AHEAD",
+    "Bundle",
     "CertificateEnd",
     "ClusterFiles",
     "Issued",

@@ -1,6 +1,7 @@
-"""The files of a cluster's PKI and the two acts that write them: `init_cluster` (the CA
+"""The files of a cluster's PKI and the two acts that make them: `init_cluster` (the CA
 and the control plane's certificate, `llmgw server init`) and `issue_bundle` (a node's
-certificate, key and the CA beside them, `llmgw node add`).
+certificate, key and the CA beside them, `llmgw node add`, written by `Bundle.write`
+once the store has recorded it).
 
 Where they live: the three files `agent_tls` names (`ca_file`, `cert_file`, `key_file`),
 and the CA's key beside `ca_file` with the suffix `.key` (ca.crt, ca.key): whatever finds
@@ -90,10 +91,26 @@ def init_cluster(
     return authority, server
 
 
+@dataclass(frozen=True)
+class Bundle:
+    """A node's certificate and key, and the CA's certificate, not yet written."""
+
+    out: Path
+    issued: Issued
+    ca_pem: bytes
+
+    def write(self) -> None:
+        """Writes node.key, node.crt and ca.crt into `out` (0600, the folder 0700)."""
+        write_private(self.out / NODE_KEY, self.issued.key_pem)
+        write_private(self.out / NODE_CERT, self.issued.cert_pem)
+        write_private(self.out / BUNDLE_CA, self.ca_pem)
+
+
 def issue_bundle(
     files: ClusterFiles, name: str, ips: Sequence[str], out: Path, now: datetime, *, force: bool
-) -> Issued:
-    """Signs a certificate for node `name` and writes its bundle into `out`."""
+) -> Bundle:
+    """Signs a certificate for node `name`, to be written into `out` once it is recorded
+    (a bundle on disk that the store does not know could never be revoked)."""
     cert_path = out / NODE_CERT
     if cert_path.exists() and not force:
         raise ConfigError(
@@ -103,8 +120,4 @@ def issue_bundle(
             ]
         )
     authority = files.authority()
-    issued = issue_node(authority, name, ips, now)
-    write_private(out / NODE_KEY, issued.key_pem)
-    write_private(cert_path, issued.cert_pem)
-    write_private(out / BUNDLE_CA, authority.cert_pem)
-    return issued
+    return Bundle(out, issue_node(authority, name, ips, now), authority.cert_pem)

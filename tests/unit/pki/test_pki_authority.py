@@ -85,7 +85,10 @@ def test_init_writes_private_files_ssl_accepts_and_refuses_a_second_ca(tmp_path:
     assert files.ca_key.read_bytes() != ca_key
 
     bundle = tmp_path / "n1"
-    issued = issue_bundle(files, "n1", [], bundle, datetime.now(UTC), force=False)
+    prepared = issue_bundle(files, "n1", [], bundle, datetime.now(UTC), force=False)
+    assert not bundle.exists()  # written only once recorded
+    prepared.write()
+    issued = prepared.issued
     assert {p.name: _mode(p) for p in bundle.iterdir()} == {
         "node.crt": 0o600,
         "node.key": 0o600,
