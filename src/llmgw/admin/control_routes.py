@@ -70,6 +70,7 @@ def node_json(node: NodeView) -> dict[str, Any]:
         "labels": dict(inv.labels),
         "engines": dict(inv.engines),
         "version": inv.llmgw_version,
+        "cert_not_after": node.cert_not_after,
     }
 
 

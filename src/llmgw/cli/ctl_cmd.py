@@ -61,6 +61,7 @@ _NODE_COLUMNS = (
     Column("memory_gb", "memory GB"),
     Column("disk_free_gb", "disk free GB"),
     "labels",
+    Column("cert_expires", "cert expires"),
 )
 
 
@@ -84,6 +85,12 @@ def _when(epoch: Any) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch)) + "Z"
 
 
+def _day(epoch: Any) -> str:
+    if not isinstance(epoch, int | float):
+        return "-"
+    return time.strftime("%Y-%m-%d", time.gmtime(epoch))
+
+
 def _counts(mapping: Any) -> str:
     if not isinstance(mapping, dict) or not mapping:
         return "-"
@@ -103,10 +110,13 @@ def models(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None
 
 @app.command("nodes")
 def nodes(ctx: typer.Context, wide: bool = WIDE, as_json: bool = _JSON) -> None:
-    """Lists registered nodes with their status and what they have."""
+    """Lists registered nodes: status, what they have, and when each one's certificate ends.
+
+    The certificate's end is the one the node showed when it connected (UTC; - without TLS)."""
     rows = call(ctx, "GET", "control/nodes")["data"]
     if not as_json:
         for row in rows:
+            row["cert_expires"] = _day(row.get("cert_not_after"))
             row["gpus"] = _counts(row.get("gpus"))
             row["labels"] = ", ".join(f"{k}={v}" for k, v in (row.get("labels") or {}).items()) or "-"
     show(rows, _NODE_COLUMNS, as_json=as_json, wide=wide, title="nodes")

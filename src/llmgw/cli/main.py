@@ -9,7 +9,17 @@ from __future__ import annotations
 import typer
 
 from llmgw import __version__
-from llmgw.cli import agent_cmd, config_cmd, ctl_cmd, keys_cmd, server_cmd, sim_cmd, tenancy_cmd, usage_cmd
+from llmgw.cli import (
+    agent_cmd,
+    config_cmd,
+    ctl_cmd,
+    keys_cmd,
+    node_cmd,
+    server_cmd,
+    sim_cmd,
+    tenancy_cmd,
+    usage_cmd,
+)
 
 app = typer.Typer(
     name="llmgw",
@@ -24,6 +34,7 @@ _RUN, _OPERATE = "Run", "Operate a running server (its admin API)"
 app.add_typer(server_cmd.app, name="server", rich_help_panel=_RUN)
 app.command("sim-engine", rich_help_panel=_RUN)(sim_cmd.sim_engine)
 app.command("agent", rich_help_panel=_RUN)(agent_cmd.agent)
+app.add_typer(node_cmd.app, name="node", rich_help_panel=_RUN)
 app.command("usage", rich_help_panel=_OPERATE)(usage_cmd.usage)
 app.add_typer(config_cmd.app, name="config", rich_help_panel=_RUN)
 app.add_typer(tenancy_cmd.orgs_app, name="orgs", rich_help_panel=_OPERATE)

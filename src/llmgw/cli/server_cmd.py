@@ -124,3 +124,93 @@ def rotate_master_key(
         f"sealed {resealed} secret(s) under key {key_id} ({kept} already were); "
         "now set secrets.master_key to the new key and restart the servers"
     )
+
+
+@app.command("init")
+def init(
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="The server's YAML configuration: its agent_tls paths are used if set, else written into it"
+        " (the file is made if missing).",
+        show_default=False,
+    ),
+    names: list[str] = typer.Option(
+        [],
+        "--name",
+        help="A DNS name agents dial the control plane by (repeat for several).",
+        show_default=False,
+    ),
+    ips: list[str] = typer.Option(
+        [],
+        "--ip",
+        help="An address agents dial the control plane by (repeat for several).",
+        show_default=False,
+    ),
+    directory: Path | None = typer.Option(
+        None,
+        "--dir",
+        help="Where the CA and the server's certificate go. Default: tls/ beside the configuration"
+        " (or in this folder without one).",
+        show_default=False,
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing cluster CA (its node certificates stop working)."
+    ),
+) -> None:
+    """Make the cluster CA, the control plane's certificate and the admin token.
+
+    Files are mode 0600 in folders 0700. Then issue each node's certificate with llmgw node add."""
+    from datetime import UTC, datetime  # noqa: PLC0415 (see the imports)
+
+    from llmgw.admin.token import load_or_create  # noqa: PLC0415
+    from llmgw.pki import ClusterFiles, init_cluster  # noqa: PLC0415
+    from llmgw.pki.config_file import add_block, block, configured_files  # noqa: PLC0415
+
+    try:
+        # An existing configuration is checked before anything is written.
+        checked = load_settings(config) if config is not None and config.is_file() else None
+        files = configured_files(config) if config is not None else None
+        written = files is not None
+        if files is not None and directory is not None and files.ca_cert.parent != directory.absolute():
+            raise ConfigError(
+                [
+                    f"--dir {directory}: {config} already names the CA at {files.ca_cert}:"
+                    " drop --dir, or remove agent_tls from the configuration"
+                ]
+            )
+        if files is None:
+            base = config.parent if config is not None else Path()
+            files = ClusterFiles.in_dir(directory or base / "tls")
+        authority, server_cert = init_cluster(files, names, ips, datetime.now(UTC), force=force)
+        if config is not None and not written:
+            add_block(config, files)
+        state_directory = os.environ.get("STATE_DIRECTORY")
+        if config is not None:
+            settings = checked or load_settings(config)
+            token_file = settings.effective_admin_token_file(config.parent, state_directory)
+        else:
+            # Where the server on its embedded defaults looks for it.
+            token_file = (
+                Path(state_directory) / "admin-token" if state_directory else Path("secrets", "admin-token")
+            )
+        load_or_create(token_file)
+    except ConfigError as exc:
+        raise refuse_config(exc) from None
+    except OSError as exc:
+        typer.echo(f"llmgw server init could not write its files: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(
+        f"cluster CA: {files.ca_cert} (key {files.ca_key}), valid until {authority.not_after:%Y-%m-%d}"
+    )
+    typer.echo(
+        f"control plane certificate: {files.server_cert} (key {files.server_key}),"
+        f" valid until {server_cert.not_after:%Y-%m-%d}"
+    )
+    typer.echo(f"admin token: {token_file}")
+    if config is None:
+        typer.echo("put this in the server's configuration:\n" + block(files))
+    elif not written:
+        typer.echo(f"agent_tls written into {config}")
+    typer.echo("next: llmgw node add NAME for each machine that runs an agent")

@@ -319,7 +319,8 @@ class Error(Strict):
     """`version`, `invalid` (not a protocol message), `unexpected` (a message out of
     turn), `refused` (an order this node cannot carry out), `not_leader` (this control
     plane does not hold the leader lease: dial another), `stale_term` (an order whose
-    term is below one this agent has already obeyed)."""
+    term is below one this agent has already obeyed), `revoked` (the node's certificate
+    was revoked: `llmgw node remove`)."""
     message: str
     replica_id: str = ""
 

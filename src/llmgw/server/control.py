@@ -10,7 +10,8 @@ leader lease that lets several servers share one catalog, the runtime catalog ke
 the store, its watcher, the replica table through which servers that do not lead still
 route (`llmgw.control.runtime.replica_sync`), the demand rows through which every server's
 requests reach the leader's plan (`llmgw.control.runtime.demand_sync`), the owners' GPU quotas
-set on the tenancy tree (`llmgw.control.runtime.quota_watch`), and the `/api/control` routes.
+set on the tenancy tree (`llmgw.control.runtime.quota_watch`), the revoked node certificates
+and the certificates' ends (`llmgw.control.runtime.cert_watch`), and the `/api/control` routes.
 Without a store (a caller that passes none) the plane runs on the configuration's
 catalog alone, with no quotas, and leads on its own.
 
@@ -31,6 +32,7 @@ from llmgw.catalog import Catalog
 from llmgw.config import Settings
 from llmgw.control.decisions.cluster import NodeView, ReplicaView
 from llmgw.control.runtime.catalog_watch import CatalogWatcher
+from llmgw.control.runtime.cert_watch import CertificateWatch, own_certificate
 from llmgw.control.runtime.demand_sync import DemandSync
 from llmgw.control.runtime.metrics import ControlCollector
 from llmgw.control.runtime.plane import ControlPlane
@@ -87,8 +89,11 @@ class ControlRuntime:
     replica_sync: ReplicaSync | None = None
     demand_sync: DemandSync | None = None
     quota_watch: QuotaWatch | None = None
+    cert_watch: CertificateWatch | None = None
 
     async def close(self) -> None:
+        if self.cert_watch is not None:
+            await self.cert_watch.close()
         if self.watcher is not None:
             await self.watcher.close()
         if self.quota_watch is not None:
@@ -165,6 +170,18 @@ async def start_control(
         runtime.quota_watch.start()
     gateway.flow.activator = plane
     plane.watch_requests(gateway.flow.last_asked, gateway.clock)
+    if plane.listener is not None and plane.listener.ssl is not None:
+        # Revocations are read before agents are taken, so a revoked node is refused
+        # from the first connection on.
+        runtime.cert_watch = CertificateWatch(
+            plane.hub,
+            store.node_certs if store is not None else None,
+            own=own_certificate(settings.agent_tls.cert_file),
+            interval=settings.control.interval,
+            events=events,
+        )
+        await runtime.cert_watch.check()
+        runtime.cert_watch.start()
     await plane.start()
     if store is not None and lease is not None:
         # A change of belief is acted on at once rather than at the next interval.

@@ -367,3 +367,14 @@ notify_deliveries = sa.Table(
     sa.Index("ix_notify_deliveries_due", "state", "next_at"),
     sa.Index("ix_notify_deliveries_created", "created_at"),
 )
+
+node_certificates = sa.Table(
+    "node_certificates",
+    metadata,
+    sa.Column("serial", sa.Text, primary_key=True),
+    sa.Column("node_id", sa.Text, nullable=False),
+    sa.Column("not_after", Seconds, nullable=False),
+    sa.Column("issued_at", Seconds, nullable=False),
+    sa.Column("revoked_at", Seconds, nullable=True),
+    sa.Index("ix_node_certificates_node", "node_id"),
+)

@@ -16,6 +16,7 @@ from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgre
 from llmgw.store.grants import GrantRepo
 from llmgw.store.guard import GuardRepo
 from llmgw.store.keys import KeyRepo
+from llmgw.store.node_certs import NodeCertRepo
 from llmgw.store.notify import NotifyRepo
 from llmgw.store.people import PeopleRepo
 from llmgw.store.provisioning import ProvisioningRepo
@@ -44,6 +45,7 @@ class Store:
         self.usage = UsageRepo(engine, self._sqlite)
         self.provisioning = ProvisioningRepo(engine, self._sqlite)
         self.notify = NotifyRepo(engine)
+        self.node_certs = NodeCertRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

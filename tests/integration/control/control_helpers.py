@@ -146,15 +146,22 @@ class Cluster:
         return handle
 
     def start_agent(
-        self, node_id: str, labels: str = "", servers: str = "", env: dict[str, str] | None = None
+        self,
+        node_id: str,
+        labels: str = "",
+        servers: str = "",
+        env: dict[str, str] | None = None,
+        tls: tuple[str, ...] = (),
     ) -> Agent:
         """An agent dialling this cluster's agent port, or `servers` (host:port,...);
-        `env` is added to its clean environment (a PATH with a recorded nvidia-smi)."""
+        `env` is added to its clean environment (a PATH with a recorded nvidia-smi);
+        `tls` (--tls-cert F --tls-key F --tls-ca F) in place of --insecure."""
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
         server = servers or f"127.0.0.1:{self.agent_port}"
         command = [sys.executable, "-m", "llmgw.cli.agent", "--server", server]
-        command += ["--node-id", node_id, "--state-dir", str(state), "--insecure", "--log-level", "debug"]
+        command += ["--node-id", node_id, "--state-dir", str(state), *(tls or ("--insecure",))]
+        command += ["--log-level", "debug"]
         if labels:
             command += ["--labels", labels]
         with log_path.open("ab") as log:

@@ -36,6 +36,8 @@ class NodeView:
     id: str
     inventory: Inventory
     status: NodeStatus
+    cert_not_after: float | None = None
+    """When the certificate the node last showed runs out (UNIX seconds); None without TLS."""
 
 
 @dataclass(frozen=True, slots=True)

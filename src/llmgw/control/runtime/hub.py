@@ -7,7 +7,11 @@ connection per node: a node that connects again (after a blip its old socket has
 noticed yet) replaces its old connection, which is closed.
 
 With TLS, the node must be named by its certificate (`llmgw.protocol.tls.peer_names`), so
-one machine's certificate cannot register as another machine.
+one machine's certificate cannot register as another machine; and a certificate whose
+serial was revoked (`llmgw node remove`, read from the store into `revoked`) is refused
+at registration, and a node connected with one is sent away (`refuse_revoked`) with the
+error code `revoked`. The end of each node's certificate is kept for `llmgw ctl nodes`
+and the expiry warnings (`certificates`).
 
 Only a control plane that leads takes agents (`accepting`): a standby answers `register`
 with `error` code `not_leader` and closes, and a leader that loses the lease dismisses
@@ -28,6 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from llmgw.errors import AgentProtocolError
+from llmgw.pki.expiry import peer_not_after
 from llmgw.protocol.messages import (
     AGENT_PATH,
     NOT_LEADER,
@@ -53,6 +58,16 @@ REGISTER_WAIT_S = 30.0
 """How long a new connection may take to send `register`."""
 PING_INTERVAL_S = 20.0
 """WebSocket pings find a dead peer behind a silent network (the protocol's 20 s)."""
+REVOKED = "revoked"
+"""The error code a node with a revoked certificate is refused with."""
+
+
+def _revoked(node_id: str, serial: str) -> Error:
+    return Error(
+        code=REVOKED,
+        message=f"node {node_id!r}: its certificate (serial {serial}) was revoked by llmgw node remove;"
+        " issue a new one with llmgw node add",
+    )
 
 
 class AgentEvents(Protocol):
@@ -90,6 +105,11 @@ class AgentHub:
         self.heartbeat_interval = heartbeat_interval
         self.require_cert_name = require_cert_name
         self._sockets: dict[str, web.WebSocketResponse] = {}
+        self.revoked: frozenset[str] = frozenset()
+        """Serials of revoked node certificates (upper-case hex, `llmgw.pki.serial_text`)."""
+        self.certificates: dict[str, tuple[str, float]] = {}
+        """Each node's certificate as last shown: (serial, not-after in UNIX seconds); kept
+        after it disconnects, so a lost node's certificate is still listed."""
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -152,6 +172,22 @@ class AgentHub:
             return False
         return True
 
+    async def refuse_revoked(self, revoked: frozenset[str]) -> list[str]:
+        """Takes a new set of revoked serials and sends away every connected node showing
+        one; the nodes sent away."""
+        self.revoked = revoked
+        gone: list[str] = []
+        for node_id, ws in list(self._sockets.items()):
+            shown = self.certificates.get(node_id)
+            if shown is None or shown[0] not in revoked:
+                continue
+            log.warning("agent %s sent away: its certificate (serial %s) was revoked", node_id, shown[0])
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_str(encode(_revoked(node_id, shown[0])))
+                await ws.close()
+            gone.append(node_id)
+        return gone
+
     async def broadcast_settings(self, settings: NodeSettings) -> None:
         self.settings = settings
         for node_id in list(self._sockets):
@@ -163,12 +199,16 @@ class AgentHub:
         ws = web.WebSocketResponse(heartbeat=PING_INTERVAL_S)
         await ws.prepare(request)
         transport = request.transport
-        names = peer_names(transport.get_extra_info("peercert") if transport is not None else None)
-        register = await self._first_frame(ws, names)
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
+        names = peer_names(peercert)
+        shown = peer_not_after(peercert)
+        register = await self._first_frame(ws, names, shown[0] if shown else "")
         if register is None:
             await ws.close()
             return ws
         node_id = register.node_id
+        if shown is not None:
+            self.certificates[node_id] = shown
         previous = self._sockets.get(node_id)
         self._sockets[node_id] = ws
         if previous is not None and previous is not ws:
@@ -194,7 +234,7 @@ class AgentHub:
                 self._events.disconnected(node_id)
         return ws
 
-    async def _first_frame(self, ws: web.WebSocketResponse, names: set[str]) -> Register | None:
+    async def _first_frame(self, ws: web.WebSocketResponse, names: set[str], serial: str) -> Register | None:
         message: AgentMessage | None = None
         refusal: Error
         try:
@@ -215,6 +255,8 @@ class AgentHub:
             refusal = Error(
                 code="refused", message=f"node {message.node_id!r} is not named by its certificate"
             )
+        elif serial and serial in self.revoked:
+            refusal = _revoked(message.node_id, serial)
         elif not self.accepting():
             refusal = _not_leader()
         else:

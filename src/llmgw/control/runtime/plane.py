@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -454,7 +454,12 @@ class ControlPlane:
         return {m.owner for m in self._catalog.models() if m.owner}
 
     def nodes(self) -> list[NodeView]:
-        return self.registry.views()
+        """Every node, with the end of the certificate it last showed."""
+        shown = self.hub.certificates
+        return [
+            replace(view, cert_not_after=shown[view.id][1]) if view.id in shown else view
+            for view in self.registry.views()
+        ]
 
     def replicas(self) -> list[ReplicaView]:
         return self.book.views()
