@@ -19,6 +19,7 @@ from llmgw.store.keys import KeyRepo
 from llmgw.store.notify import NotifyRepo
 from llmgw.store.people import PeopleRepo
 from llmgw.store.provisioning import ProvisioningRepo
+from llmgw.store.responses import ResponsesRepo
 from llmgw.store.sessions import SessionRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
@@ -44,6 +45,7 @@ class Store:
         self.usage = UsageRepo(engine, self._sqlite)
         self.provisioning = ProvisioningRepo(engine, self._sqlite)
         self.notify = NotifyRepo(engine)
+        self.responses = ResponsesRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

@@ -186,6 +186,12 @@ async def seed_0011(conn: AsyncConnection) -> None:
     await seed_0010(conn)
 
 
+async def seed_0012(conn: AsyncConnection) -> None:
+    """The 0011 rows as 0012 holds them (0013 adds stored responses and conversations,
+    which start empty)."""
+    await seed_0011(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -198,6 +204,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0009": seed_0009,
     "0010": seed_0010,
     "0011": seed_0011,
+    "0012": seed_0012,
 }
 
 
@@ -300,6 +307,7 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                 person = await store.provisioning.person("ada")
                 assert (person.user_name, person.external_id, person.version) == ("ada", "e-ada", 3)
             assert await store.notify.log(None, 10) == []  # 0012's deliveries start empty
+            assert await store.responses.get_response("resp_x", "threads") is None  # 0013's start empty
         finally:
             await store.close()
 
