@@ -133,7 +133,7 @@ def usage_of(chat_usage: Any) -> Item | None:
     cached = (chat_usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": int(cached)},
+        "input_tokens_details": {"cached_tokens": int(cached), "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": int(chat_usage.get("total_tokens") or prompt + completion),

@@ -143,7 +143,7 @@ def test_a_conversation_collects_its_responses_items(client: openai.OpenAI) -> N
 
 def test_bad_input_is_refused_in_openais_shape_and_nothing_is_kept(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="chat-a", input=[{"type": "web_search_call", "id": "x"}])  # type: ignore[list-item]
+        client.responses.create(model="chat-a", input=[{"type": "web_search_call", "id": "x"}])  # type: ignore[misc, list-item]
     assert refused.value.param == "input[0].type"
     with pytest.raises(openai.BadRequestError) as hosted:
         client.responses.create(model="chat-a", input="hi", tools=[{"type": "web_search"}])
@@ -156,3 +156,25 @@ def test_bad_input_is_refused_in_openais_shape_and_nothing_is_kept(client: opena
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="no-such-model", input="lost", conversation=conversation.id)
     assert client.conversations.items.list(conversation.id).data == []
+
+
+def test_function_tools_and_call_items_reach_the_model(client: openai.OpenAI) -> None:
+    weather = {
+        "type": "function",
+        "name": "weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    response = client.responses.create(
+        model="chat-a",
+        tools=[weather],  # type: ignore[list-item]
+        input=[
+            {"type": "message", "role": "user", "content": "weather in Oslo?"},
+            {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": '{"city":"Oslo"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "rain, 7 C"},
+        ],
+    )
+    assert response.status == "completed"
+    assert [tool.type for tool in response.tools] == ["function"]
+    items = client.responses.input_items.list(response.id, order="asc")
+    assert [item.type for item in items.data] == ["message", "function_call", "function_call_output"]
