@@ -6,6 +6,7 @@ client port; projects and keys come from the admin API."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,3 +113,29 @@ def test_the_keys_own_checks_apply(gateway: GatewayProcess, clients: Pair) -> No
     with pytest.raises(openai.NotFoundError) as hidden:
         beta.responses.create(model="chat-b", input="hello")
     assert hidden.value.code == "model_not_found"
+
+
+def test_a_response_leaves_the_usage_record_of_its_chat_completion(
+    gateway: GatewayProcess, clients: Pair
+) -> None:
+    alpha, _ = clients
+    alpha.responses.create(
+        model="chat-a",
+        input="count me",
+        metadata={"run": "nightly"},
+        extra_headers={"x-request-id": "resp-usage-1"},
+    )
+    token = gateway.admin_token()
+    deadline = time.monotonic() + 15.0
+    with httpx.Client(base_url=gateway.admin_url, headers={"authorization": f"Bearer {token}"}) as admin:
+        while True:
+            records = admin.get("/api/usage/records?limit=100&since=1h").json()["data"]
+            mine = [r for r in records if r.get("request_id") == "resp-usage-1"]
+            if mine:
+                break
+            assert time.monotonic() < deadline, "the usage record was never written"
+            time.sleep(0.1)
+    [record] = mine
+    assert (record["project_id"], record["model"], record["status"]) == ("alpha", "chat-a", 200)
+    assert record["completion_tokens"] > 0
+    assert record["tags"] == {"run": "nightly"}
