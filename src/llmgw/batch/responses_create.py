@@ -162,6 +162,10 @@ async def _stream(
     if failed is None:
         for chunk in _chunks(relay.flush()):
             await transport.send_bytes(b"".join(encode(e) for e in translator.feed(chunk)))
+        if not relay.done:
+            # Ended without `[DONE]` and without an error event: cut short, not whole.
+            failed = "the model's stream ended before its last event"
+    if failed is None:
         await transport.send_bytes(b"".join(encode(e) for e in translator.finish()))
         assert translator.response is not None
         await _keep(ctx, request, translator.response, owner)

@@ -159,3 +159,18 @@ def test_without_a_store_what_needs_one_is_refused(method: str, path: str, body:
         assert error["code"] == "store_not_configured"
         assert "threads.store" in error["message"]
     assert chat.seen == []
+
+
+def test_a_stream_that_ends_without_its_last_event_ends_failed() -> None:
+    cut = [b'data: {"choices":[{"index":0,"delta":{"content":"par"},"finish_reason":null}]}\n\n']
+    whole = [
+        *cut,
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    ends = []
+    for pieces in (cut, whole):
+        client = _Client({"model": "m", "input": "yo", "stream": True})
+        _run(_app(_Chat(stream=pieces)), _Scope("POST", "/v1/responses"), client)
+        ends.append(client.events()[-1]["type"])
+    assert ends == ["response.failed", "response.completed"]
