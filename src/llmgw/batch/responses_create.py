@@ -22,6 +22,8 @@ from llmgw.store.responses import StoredResponse
 
 # How many earlier responses a previous_response_id chain may reach back.
 MAX_CHAIN = 256
+# How many of a conversation's latest items a response reads as its context.
+MAX_CONVERSATION_ITEMS = 10_000
 # The chat answer's headers a client of the Responses API is also told.
 _PASSED_HEADERS = ("retry-after", "x-ratelimit-", "x-llmgw-")
 
@@ -71,8 +73,8 @@ async def _context(ctx: Context, request: ResponseRequest, owner: str) -> list[I
     if request.conversation_id:
         if await repo.get_conversation(request.conversation_id, owner, now) is None:
             raise not_found("conversation", request.conversation_id)
-        items, _ = await repo.items(request.conversation_id)
-        return items
+        items, _ = await repo.items(request.conversation_id, limit=MAX_CONVERSATION_ITEMS, descending=True)
+        return items[::-1]
     chain: list[StoredResponse] = []
     ident = request.previous_response_id
     while ident and len(chain) < MAX_CHAIN:

@@ -160,9 +160,15 @@ def test_the_response_object_parses_in_the_openai_sdk() -> None:
     request = parse_request(
         orjson.dumps({"model": "m", "input": "hi", "conversation": {"id": "conv_1"}}), _ids()
     )
-    output, status, _incomplete, usage = output_of({"choices": [{"message": {"content": "yo"}}]}, _ids())
+    chat = {
+        "choices": [{"message": {"content": "yo"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+    output, status, _incomplete, usage = output_of(chat, _ids())
     body = response_object(request, "resp_1", 1700000000, status=status, output=output, usage=usage)
-    parsed = responses.Response.model_validate(body)
+    parsed = responses.Response.model_validate(body)  # strict: every required field there
     assert parsed.output_text == "yo"
+    assert parsed.usage is not None
+    assert parsed.usage.total_tokens == 4
     assert parsed.conversation is not None
     assert parsed.conversation.id == "conv_1"
