@@ -35,7 +35,7 @@ def gateway(engine: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory) 
         "auth": {"enabled": True, "store": str(store), "flush_interval": "100ms"},
         "endpoints": [endpoint("sim-1", engine, "chat-a", "chat-b")],
     }
-    with running_gateway(config) as process:
+    with running_gateway(config, timeout=60.0) as process:
         yield process
 
 

@@ -31,7 +31,7 @@ def gateway(engine: SimEngineProcess, tmp_path_factory: pytest.TempPathFactory) 
         "threads": {"store": str(folder / "threads.db"), "retain_hours": 2},
         "endpoints": [endpoint("sim-1", engine, "chat-a")],
     }
-    with running_gateway(config) as process:
+    with running_gateway(config, timeout=60.0) as process:
         yield process
 
 
