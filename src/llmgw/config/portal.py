@@ -48,9 +48,9 @@ class Threads(Strict):
     whoever can reach the client port and guesses or learns an id can read them. That
     suits a personal machine, not a shared network, so it needs opting in. With auth
     on, conversations are kept per project in the auth store and this block is unused.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    The Responses API's stored responses and conversations (docs/api.md) are kept here
+    without auth; with auth on they live in the auth store, per project or person, for
+    `retain_hours` when set, else 30 days.
     """
 
     store: str = ""

@@ -107,7 +107,8 @@ class GatewayApp:
         self._metrics = metrics
         self._cors = cors
         self._guard = guard
-        self._mounts = tuple(mounts)
+        # The longest prefix first, so a mount under another's prefix is reached.
+        self._mounts = tuple(sorted(mounts, key=lambda mount: -len(mount[0])))
         self._access = access
         # None with tracing off: each traced step is then one `is None` test.
         self._spans = spans

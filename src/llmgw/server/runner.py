@@ -27,6 +27,7 @@ from llmgw.admin.api import AdminApi
 from llmgw.admin.debug_routes import DebugRoutes
 from llmgw.auth import AuthGate
 from llmgw.auth.spill import spill_path
+from llmgw.batch.responses_runtime import responses_app, sweep
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
 from llmgw.config.values import split_host_port
@@ -259,7 +260,16 @@ async def _serve_with(
 ) -> None:
     webhooks = notify.hooks(settings, config_dir, secrets.vault_values)
     token = _admin_token(settings, config_dir)
-    async with _traces(settings) as traces, _tenancy(settings, config_dir, token) as tenancy:
+    async with (
+        _traces(settings) as traces,
+        _tenancy(settings, config_dir, token) as tenancy,
+        responses_app(
+            settings,
+            tenancy.store if tenancy is not None else None,
+            tenancy.gate if tenancy is not None else None,
+            config_dir,
+        ) as responses,
+    ):
         if tenancy is not None:
             await check_sealed(tenancy.store.engine, secrets.sealer)
         api = tenancy.api if tenancy is not None else None
@@ -271,6 +281,7 @@ async def _serve_with(
             mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir, secrets.vault_values)
         if identity is not None and tenancy is not None:
             mounts += people_routes(settings, tenancy, identity)
+        mounts += [(prefix, responses) for prefix in responses.prefixes]
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,
@@ -280,6 +291,8 @@ async def _serve_with(
             vault=secrets.vault_values,
             traces=traces,
         )
+        # The Responses API runs its chat completions through the client port's own path.
+        responses.chat = gateway.app
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
@@ -292,6 +305,8 @@ async def _serve_with(
             background.append(await _guard_attachments(settings, gateway, tenancy))
         if identity is not None:
             background.append(asyncio.create_task(purge_loop(identity), name="session-purge"))
+        if responses.ctx.repo is not None:
+            background.append(asyncio.create_task(sweep(responses.ctx.repo), name="responses-sweep"))
         events: EventSink = NO_EVENTS
         if tenancy is not None:
             outbox, notify_routes, outbox_task = notify.start_outbox(webhooks, tenancy.store, gateway)

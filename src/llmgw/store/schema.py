@@ -378,3 +378,40 @@ node_certificates = sa.Table(
     sa.Column("revoked_at", Seconds, nullable=True),
     sa.Index("ix_node_certificates_node", "node_id"),
 )
+
+# The Responses API's stored objects (llmgw.batch): each row belongs to `owner`
+# (`project:ID`, `user:ID`, or `threads` for the pool of a gateway without auth) and
+# goes at `expires_at`. A response keeps its own input items and the whole response
+# object as JSON; a conversation's items are rows in the order they were added.
+stored_responses = sa.Table(
+    "stored_responses",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("previous_id", sa.Text, nullable=True),
+    sa.Column("conversation_id", sa.Text, nullable=True),
+    sa.Column("input_items", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=False, index=True),
+)
+
+conversations = sa.Table(
+    "conversations",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=False, index=True),
+)
+
+conversation_items = sa.Table(
+    "conversation_items",
+    metadata,
+    sa.Column("seq", BigId, primary_key=True, autoincrement=True),
+    sa.Column("conversation_id", sa.Text, nullable=False, index=True),
+    sa.Column("item_id", sa.Text, nullable=False),
+    sa.Column("item", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+)

@@ -20,6 +20,7 @@ from llmgw.store.node_certs import NodeCertRepo
 from llmgw.store.notify import NotifyRepo
 from llmgw.store.people import PeopleRepo
 from llmgw.store.provisioning import ProvisioningRepo
+from llmgw.store.responses import ResponsesRepo
 from llmgw.store.sessions import SessionRepo
 from llmgw.store.tenancy import TenancyRepo
 from llmgw.store.usage import UsageRepo
@@ -46,6 +47,7 @@ class Store:
         self.provisioning = ProvisioningRepo(engine, self._sqlite)
         self.notify = NotifyRepo(engine)
         self.node_certs = NodeCertRepo(engine)
+        self.responses = ResponsesRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

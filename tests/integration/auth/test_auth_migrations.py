@@ -191,6 +191,12 @@ async def seed_0012(conn: AsyncConnection) -> None:
     await seed_0011(conn)
 
 
+async def seed_0013(conn: AsyncConnection) -> None:
+    """The 0012 rows as 0013 holds them (0014 adds stored responses and conversations,
+    which start empty)."""
+    await seed_0012(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -204,6 +210,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0010": seed_0010,
     "0011": seed_0011,
     "0012": seed_0012,
+    "0013": seed_0013,
 }
 
 
@@ -306,6 +313,7 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                 person = await store.provisioning.person("ada")
                 assert (person.user_name, person.external_id, person.version) == ("ada", "e-ada", 3)
             assert await store.notify.log(None, 10) == []  # 0012's deliveries start empty
+            assert await store.responses.get_response("resp_x", "threads") is None  # 0013's start empty
         finally:
             await store.close()
 
