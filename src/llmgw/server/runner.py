@@ -45,6 +45,7 @@ from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
+from llmgw.web import WebApp
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
@@ -271,6 +272,13 @@ async def _serve_with(
             mounts += scim_mounts(settings, tenancy.store, tenancy.gate, config_dir, secrets.vault_values)
         if identity is not None and tenancy is not None:
             mounts += people_routes(settings, tenancy, identity)
+        # The landing page and docs portal: mounted, so the API's routes never pass them.
+        web = WebApp(
+            settings,
+            sessions=identity.sessions if identity is not None else None,
+            gate=tenancy.gate if tenancy is not None else None,
+        )
+        mounts += [(prefix, web) for prefix in web.prefixes]
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,
@@ -280,6 +288,7 @@ async def _serve_with(
             vault=secrets.vault_values,
             traces=traces,
         )
+        web.models = gateway.models_view.list
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
