@@ -222,7 +222,9 @@ class WebApp:
             signed = await self._sessions.signed_in(scope.headers)
             if signed is not None and signed.active:
                 return True
-            target = "/auth/login?return_to=" + quote(scope.path, safe="/")
+            # A person whose signup waits for approval is shown that (at /auth), not
+            # sent round the sign-in again.
+            target = "/auth" if signed is not None else "/auth/login?return_to=" + quote(scope.path, safe="/")
             proto.response_bytes(302, [("location", target), ("cache-control", "no-store")], b"")
             return False
         if gate is not None:
