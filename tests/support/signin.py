@@ -21,9 +21,12 @@ _POLL_S = 0.05
 _POLL_LIMIT_S = 15.0
 
 
-def signin_gateway(issuer: str, where: Path, **auth: Any) -> GatewayProcess:
+def signin_gateway(
+    issuer: str, where: Path, *, settings: dict[str, Any] | None = None, **auth: Any
+) -> GatewayProcess:
     """A router-only gateway with auth on and OIDC at `issuer` (its client secret from
-    the environment); `auth` adds or replaces `auth` settings (`oidc` is merged)."""
+    the environment); `auth` adds or replaces `auth` settings (`oidc` is merged),
+    `settings` other top-level ones (`landing`)."""
     oidc = {"issuer": issuer, "client_id": "llmgw", "client_secret_file": f"env:{SECRET_ENV}"}
     oidc.update(auth.pop("oidc", {}))
     config = {
@@ -39,6 +42,7 @@ def signin_gateway(issuer: str, where: Path, **auth: Any) -> GatewayProcess:
         "endpoints": [
             {"id": "none", "url": f"http://127.0.0.1:{free_port()}", "models": ["m"], "engine": "sim"}
         ],
+        **(settings or {}),
     }
     return start_gateway(config, env={**os.environ, SECRET_ENV: "s3cret"})
 

@@ -34,7 +34,6 @@ _FIREWALL = "firewall.enabled"
 INERT: Mapping[str, str] = {
     # Identity and sign-in.
     # Web pages.
-    "landing": "there is no landing page or docs portal in this version; nothing shows this text",
     # Installing and updating.
     "mirror": "the mirror API is not used by this version; nothing is fetched from or served by it",
     "offline.checksums": "this version verifies no release checksums",

@@ -15,9 +15,7 @@ PORTAL_LANGUAGES: tuple[str, ...] = ("en", "tr")
 class Landing(Strict):
     """The public welcome page at "/". Its main job is pointing newcomers to whoever hands
     out keys; documentation without that pointer leaves them stuck at step one.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    llmgw.web serves the pages (docs/web.md).
     """
 
     contact: str = ""
@@ -29,9 +27,9 @@ class Landing(Strict):
     """Fallback language of the web pages (en or tr), used when the visitor picked none
     and the browser's preferences match neither. Empty: English."""
     docs_sign_in: bool = False
-    """Requires sign-in (or an API key, where there are no accounts) to read /docs.
-    Off, the docs are open to all; they only explain llmgw in general and reveal
-    nothing specific to this deployment."""
+    """Requires sign-in (or an API key, where there are no accounts) to read /docs and
+    /openapi.json. Off, the docs are open to all, like the landing page, which lists the
+    models too."""
 
     @field_validator("language")
     @classmethod

@@ -109,6 +109,8 @@ class GatewayApp:
         self._guard = guard
         # The longest prefix first, so a mount under another's prefix is reached.
         self._mounts = tuple(sorted(mounts, key=lambda mount: -len(mount[0])))
+        # A page at "/" (llmgw.web's landing page) replaces the line of text there.
+        self._root_mounted = any(prefix == "/" for prefix, _ in self._mounts)
         self._access = access
         # None with tracing off: each traced step is then one `is None` test.
         self._spans = spans
@@ -156,7 +158,7 @@ class GatewayApp:
                 else:
                     await self._traced_models(scope, proto, path, request_id, self._spans)
                 self._metrics.served(route, 200)
-            elif path in ("/", "/health", "/healthz"):
+            elif path in ("/health", "/healthz") or (path == "/" and not self._root_mounted):
                 proto.response_bytes(
                     200,
                     [("content-type", "text/plain"), ("x-request-id", request_id)],

@@ -46,6 +46,7 @@ from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
+from llmgw.web import WebApp
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
@@ -282,6 +283,13 @@ async def _serve_with(
         if identity is not None and tenancy is not None:
             mounts += people_routes(settings, tenancy, identity)
         mounts += [(prefix, responses) for prefix in responses.prefixes]
+        # The landing page and docs portal: mounted, so the API's routes never pass them.
+        web = WebApp(
+            settings,
+            sessions=identity.sessions if identity is not None else None,
+            gate=tenancy.gate if tenancy is not None else None,
+        )
+        mounts += [(prefix, web) for prefix in web.prefixes]
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,
@@ -293,6 +301,7 @@ async def _serve_with(
         )
         # The Responses API runs its chat completions through the client port's own path.
         responses.chat = gateway.app
+        web.models = gateway.models_view.list
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
