@@ -136,20 +136,29 @@ class Cluster:
     def server(self) -> GatewayProcess:
         return self.servers[-1]
 
-    def start_server(self, *models: dict[str, Any], **control: Any) -> GatewayProcess:
+    def start_server(
+        self, *models: dict[str, Any], top: dict[str, Any] | None = None, **control: Any
+    ) -> GatewayProcess:
         """A server on this cluster's agent port; every server of the cluster keeps the
-        cluster secret (engine keys) in one place, as a restarted one would."""
-        config = server_config(self.agent_port, *models, **control)
+        cluster secret (engine keys) in one place, as a restarted one would. `top` adds
+        top-level settings (`firewall_networks`)."""
+        config = {**server_config(self.agent_port, *models, **control), **(top or {})}
         config["admin_token_file"] = str(self.tmp / "secrets" / "admin-token")
         handle = start_gateway(config, timeout=60)
         self.servers.append(handle)
         return handle
 
     def start_agent(
-        self, node_id: str, labels: str = "", servers: str = "", env: dict[str, str] | None = None
+        self,
+        node_id: str,
+        labels: str = "",
+        servers: str = "",
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
     ) -> Agent:
         """An agent dialling this cluster's agent port, or `servers` (host:port,...);
-        `env` is added to its clean environment (a PATH with a recorded nvidia-smi)."""
+        `env` is added to its clean environment (a PATH with a recorded nvidia-smi),
+        `args` to its command line."""
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
         server = servers or f"127.0.0.1:{self.agent_port}"
@@ -157,6 +166,7 @@ class Cluster:
         command += ["--node-id", node_id, "--state-dir", str(state), "--insecure", "--log-level", "debug"]
         if labels:
             command += ["--labels", labels]
+        command += args
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 command,
