@@ -5,7 +5,7 @@ llmgw keeps exactly one table of its own (`inet llmgw`) and touches nothing else
 host's rules. The table's input chain lets loopback, established connections and the
 allowed sources (the control planes' and gateways' addresses, `firewall_networks`)
 through to the guarded ports (the engines' `control.port_range`, plus any given), and
-drops every other packet to those ports. Other ports are not looked at: a packet this
+drops (and counts) every other packet to those ports. Other ports are not looked at: a packet this
 table accepts still passes whatever else the host's own tables decide.
 
 The text starts by declaring and deleting the table, so `nft -f` of it is one transaction
@@ -100,7 +100,7 @@ def ruleset(firewall: FirewallPlan) -> str:
         "\t\tct state established,related accept",
         f"\t\tmeta l4proto {{ tcp, udp }} th dport @{PORTS_SET} ip saddr @{ALLOWED_V4} accept",
         f"\t\tmeta l4proto {{ tcp, udp }} th dport @{PORTS_SET} ip6 saddr @{ALLOWED_V6} accept",
-        f"\t\tmeta l4proto {{ tcp, udp }} th dport @{PORTS_SET} drop",
+        f"\t\tmeta l4proto {{ tcp, udp }} th dport @{PORTS_SET} counter drop",
         "\t}",
         "}",
     ]

@@ -35,7 +35,7 @@ def test_enabled_text_replaces_the_table_whole_with_sets_and_a_final_drop() -> N
     assert "\t\telements = { 10.0.0.0/24 }" in lines
     assert "\t\telements = { fd00::/8 }" in lines
     rules = [line.strip() for line in lines if line.startswith("\t\t") and "dport" in line]
-    assert rules[-1] == "meta l4proto { tcp, udp } th dport @guarded_ports drop"
+    assert rules[-1] == "meta l4proto { tcp, udp } th dport @guarded_ports counter drop"
     assert lines.index('\t\tiif "lo" accept') < lines.index("\t\t" + rules[0])
     assert text.endswith("}\n")
     # The only table named is llmgw's.
