@@ -10,6 +10,9 @@ replaces the `inet llmgw` table and touches no other table. Needs root, as nft d
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,12 +49,23 @@ def sync(
         DEFAULT_STATE, "--state", help="The state file the control plane writes for this machine."
     ),
     nft: str = typer.Option("nft", "--nft", help="The nft program."),
+    install: bool = typer.Option(
+        False, "--install", help="Also install systemd units that sync whenever --state changes."
+    ),
+    units_dir: Path = typer.Option(
+        Path("/etc/systemd/system"), "--units-dir", help="Where --install writes the units."
+    ),
 ) -> None:
     """Apply llmgw's firewall state to this machine now: install, replace or remove its nft table."""
     from llmgw.agent.nft import Nft  # noqa: PLC0415 (every command loads this module)
     from llmgw.agent.node_firewall import NodeFirewall  # noqa: PLC0415
     from llmgw.protocol.messages import Firewall  # noqa: PLC0415
 
+    if install:
+        _install(units_dir, state)
+        if config is None and not state.exists():
+            typer.echo(f"no state at {state} yet: the units apply it once the control plane writes it")
+            return
     try:
         if config is not None:
             from llmgw.config import load_settings  # noqa: PLC0415
@@ -79,6 +93,27 @@ def sync(
         typer.echo(f"firewall (from {source}): table inet llmgw guards ports {ports}; open to {allowed}")
     else:
         typer.echo(f"firewall (from {source}): off; table inet llmgw removed")
+
+
+def _install(directory: Path, state: Path) -> None:
+    """Writes the units; enables the path unit where they went to systemd's own folder."""
+    from llmgw.cli.firewall_units import PATH_UNIT, SYSTEM_UNITS, unit_files, write_units  # noqa: PLC0415
+
+    program = shutil.which("llmgw")
+    command = [program] if program else [sys.executable, "-m", "llmgw"]
+    if not directory.is_dir():
+        raise _fail(f"--units-dir {directory} is not a directory: give systemd's unit folder")
+    for path in write_units(directory, unit_files(command, state)):
+        typer.echo(f"installed: {path}")
+    systemctl = shutil.which("systemctl")
+    if directory != SYSTEM_UNITS or systemctl is None:
+        typer.echo(f"enable it with: systemctl enable --now {PATH_UNIT}")
+        return
+    for args in (["daemon-reload"], ["enable", "--now", PATH_UNIT]):
+        done = subprocess.run([systemctl, *args], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise _fail(f"systemctl {' '.join(args)} failed: {done.stderr.strip() or done.returncode}")
+    typer.echo(f"enabled: {PATH_UNIT}")
 
 
 def read_state(path: Path) -> Firewall:

@@ -1,9 +1,10 @@
 """`llmgw wipe`: remove what llmgw installed on this machine.
 
 It lists what goes first, then asks for the machine's name (or takes it from
-`--yes-i-mean NAME`, for scripts), and only then removes, in this order: the agent and
-the engines it started (by the PIDs llmgw recorded, never by name), llmgw's nft table
-(`inet llmgw`; the host's other tables stay), and the directories (the agent's state,
+`--yes-i-mean NAME`, for scripts), and only then removes, in this order: the systemd
+units llmgw installed (the firewall sync's, disabled first), the agent and the engines
+it started (by the PIDs llmgw recorded, never by name), llmgw's nft table (`inet
+llmgw`; the host's other tables stay), and the directories (the agent's state,
 /etc/llmgw and /var/lib/llmgw unless --dir names others). Run it as root.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import typer
@@ -39,10 +41,14 @@ def wipe(
         DEFAULT_AGENT_STATE, "--agent-state-dir", help="The agent's state: its lock and its engines' records."
     ),
     nft: str = typer.Option("nft", "--nft", help="The nft program."),
+    units_dir: Path = typer.Option(
+        Path("/etc/systemd/system"), "--units-dir", help="Where llmgw's systemd units were installed."
+    ),
 ) -> None:
-    """Remove llmgw from this machine: its processes, its nft table and its directories."""
+    """Remove llmgw from this machine: its processes, units, nft table and directories."""
     from llmgw.agent.leftovers import recorded_processes, stop  # noqa: PLC0415 (every command loads this)
     from llmgw.agent.nft import Nft  # noqa: PLC0415
+    from llmgw.cli.firewall_units import PATH_UNIT, SERVICE_UNIT  # noqa: PLC0415
 
     machine = socket.gethostname()
     firewall = Nft((nft,))
@@ -52,7 +58,8 @@ def wipe(
         typer.echo(f"nft table: not looked at ({exc})")
         table = False
     processes = recorded_processes(agent_state)
-    paths = [p for p in dict.fromkeys([agent_state, *(dirs or DEFAULT_DIRS)]) if p.exists()]
+    units = [units_dir / name for name in (PATH_UNIT, SERVICE_UNIT) if (units_dir / name).exists()]
+    paths = [p for p in dict.fromkeys([*units, agent_state, *(dirs or DEFAULT_DIRS)]) if p.exists()]
     if not (table or processes or paths):
         typer.echo(f"llmgw wipe: nothing of llmgw's is on {machine}")
         return
@@ -66,6 +73,8 @@ def wipe(
     answer = yes_i_mean or typer.prompt(f"Type this machine's name ({machine}) to go ahead", default="")
     if answer != machine:
         raise _fail(f"{answer!r} is not this machine's name ({machine}): nothing was removed")
+    if units:
+        _disable(units_dir, PATH_UNIT)
     for process in processes:
         gone = stop(process)
         typer.echo(f"{'stopped' if gone else 'still running'}: {process.pid} ({process.what})")
@@ -81,3 +90,14 @@ def wipe(
         else:
             path.unlink(missing_ok=True)
         typer.echo(f"removed: {path}")
+
+
+def _disable(units_dir: Path, unit: str) -> None:
+    """Stops the unit watching the firewall state, where systemd runs it, so removing
+    the files leaves no unit behind; nothing where systemctl is absent."""
+    systemctl = shutil.which("systemctl")
+    if systemctl is None or units_dir != Path("/etc/systemd/system"):
+        return
+    subprocess.run(
+        [systemctl, "disable", "--now", unit], capture_output=True, text=True, timeout=60, check=False
+    )

@@ -168,3 +168,24 @@ def test_sync_names_a_missing_nft(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "/nonexistent/nft is not installed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_install_writes_the_units_and_syncs_now(ns: Namespace, tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    state = tmp_path / "firewall.json"
+    # Before the control plane has written anything: units, and nothing applied yet.
+    done = _sync("--install", "--units-dir", str(units), "--state", str(state), "--nft", str(ns.nft_program))
+    assert done.returncode == 0, done.stderr
+    assert f"no state at {state} yet" in done.stdout
+    assert "enable it with: systemctl enable --now llmgw-firewall-sync.path" in done.stdout
+    assert ns.tables() == []
+    path_unit = (units / "llmgw-firewall-sync.path").read_text()
+    assert f"PathChanged={state}\n" in path_unit
+    service = (units / "llmgw-firewall-sync.service").read_text()
+    exec_start = next(line for line in service.splitlines() if line.startswith("ExecStart="))
+    assert exec_start.endswith(f"firewall sync --state {state}")
+    state.write_text(encode(Firewall(port_range=(20000, 20010))))
+    done = _sync("--install", "--units-dir", str(units), "--state", str(state), "--nft", str(ns.nft_program))
+    assert done.returncode == 0, done.stderr
+    assert _set_elements(ns, "guarded_ports") == [{"range": [20000, 20010]}]

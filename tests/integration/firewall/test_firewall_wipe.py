@@ -44,8 +44,11 @@ class Machine:
     stranger: subprocess.Popen[bytes]
     """A process llmgw did not start: it must outlive the wipe."""
 
+    units: Path
+
     def wipe(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "llmgw", "wipe", "--nft", str(self.ns.nft_program)]
+        command += ["--units-dir", str(self.units)]
         command += [
             "--dir",
             str(self.etc),
@@ -85,9 +88,12 @@ def _record(state: Path, pid: int) -> None:
 @pytest.fixture
 def machine(tmp_path: Path) -> Iterator[Machine]:
     with network_namespace(tmp_path) as ns:
-        etc, lib = tmp_path / "etc-llmgw", tmp_path / "lib-llmgw"
+        etc, lib, units = tmp_path / "etc-llmgw", tmp_path / "lib-llmgw", tmp_path / "units"
         agent_state = lib / "agent"
         etc.mkdir()
+        units.mkdir()
+        for name in ("llmgw-firewall-sync.path", "llmgw-firewall-sync.service", "other.service"):
+            (units / name).write_text("[Unit]\n")
         (etc / "llmgw.yaml").write_text("listen: :8080\n")
         StateDir(agent_state).create()
         Nft((str(ns.nft_program),)).apply(plan(enabled=True, port_range=(20000, 20999)))
@@ -103,7 +109,7 @@ def machine(tmp_path: Path) -> Iterator[Machine]:
         stranger = subprocess.Popen(["sleep", "600"])
         _record(agent_state, engine.pid)
         try:
-            yield Machine(ns, etc, lib, agent_state, agent, engine, stranger)
+            yield Machine(ns, etc, lib, agent_state, agent, engine, stranger, units)
         finally:
             for process in (agent, engine, stranger):
                 if process.poll() is None:
@@ -133,6 +139,7 @@ def test_wipe_lists_asks_and_removes_everything_llmgw_left(machine: Machine) -> 
     assert "nft table inet llmgw" in listing
     for path in (machine.agent_state, machine.etc, machine.lib):
         assert f"  {path}\n" in listing
+    assert f"  {machine.units / 'llmgw-firewall-sync.path'}\n" in listing
     assert _ended(machine.agent)
     assert machine.agent.returncode == -signal.SIGTERM
     assert _ended(machine.engine)
@@ -141,6 +148,7 @@ def test_wipe_lists_asks_and_removes_everything_llmgw_left(machine: Machine) -> 
     assert machine.ns.tables() == ["inet host_rules"]
     assert not machine.etc.exists()
     assert not machine.lib.exists()
+    assert sorted(p.name for p in machine.units.iterdir()) == ["other.service"]
     # Nothing is left: a second wipe says so.
     again = machine.wipe("--yes-i-mean", name)
     assert (again.returncode, again.stdout) == (0, f"llmgw wipe: nothing of llmgw's is on {name}\n")
@@ -159,3 +167,4 @@ def test_wipe_with_another_name_removes_nothing(machine: Machine) -> None:
     assert (machine.etc / "llmgw.yaml").is_file()
     assert (machine.agent_state / "agent.lock").is_file()
     assert os.path.isdir(machine.lib)
+    assert len(list(machine.units.iterdir())) == 3
