@@ -87,6 +87,7 @@ def test_the_message_opens_to_the_control_plane_and_the_listed_networks() -> Non
     assert firewall_message(settings, "127.0.0.1").networks == ("10.9.0.0/16",)
     assert firewall_message(settings, "::ffff:10.2.3.4").networks == ("10.2.3.4", "10.9.0.0/16")
     assert firewall_message(NodeSettings(firewall=False)).enabled is False
+    assert firewall_message(settings, "not-an-address").networks == ("10.9.0.0/16",)
 
 
 def test_the_agent_adds_its_control_planes_and_applies_only_changes(tmp_path: Path) -> None:

@@ -282,8 +282,13 @@ def firewall_message(settings: NodeSettings, control_address: str = "") -> Firew
     `control_address` (this control plane as the node reaches it; loopback and
     unspecified addresses add nothing) and `firewall_networks`."""
     networks = list(settings.firewall_networks)
-    if control_address:
-        address = ipaddress.ip_address(control_address)
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = (
+            ipaddress.ip_address(control_address) if control_address else None
+        )
+    except ValueError:  # not an IP socket: nothing to add
+        address = None
+    if address is not None:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped  # a dual-stack listener's IPv4 peer
         if not (address.is_loopback or address.is_unspecified):
