@@ -202,6 +202,10 @@ class Node:
             return
         if isinstance(message, Registered | Settings):
             self.apply_settings(message.settings)
+            if isinstance(message, Registered) and self.firewall is not None:
+                # Each registration's firewall message is applied even when unchanged, so
+                # a table deleted by hand meanwhile comes back.
+                self.firewall.applied = None
         elif isinstance(message, Firewall):
             self._spawn(self.apply_firewall(message), "firewall")
         elif isinstance(message, StartReplica):
