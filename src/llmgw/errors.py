@@ -316,3 +316,7 @@ class WeightsError(AgentError):
 
 class ChecksumMismatch(WeightsError):
     """A fetched file's SHA-256 differs from the one the catalog's Origin gives."""
+
+
+class FirewallError(AgentError):
+    """nft is missing, or refused llmgw's table."""

@@ -46,11 +46,6 @@ endpoints:
   - {id: a, url: "http://127.0.0.1:8001", models: [demo]}
 """
 
-FIREWALL = (
-    "warning: firewall.enabled: the node firewall is not enforced by this version; agents install "
-    "no nftables rules, so fence the ports yourself\n"
-)
-
 # A control plane (a model with profiles) whose agent port has neither certificates nor
 # agent_insecure: each section is valid, and yet the server would stop as it started.
 NO_AGENT_TLS = CLUSTER.replace("agent_insecure: true\n", "")
@@ -127,8 +122,8 @@ def runs(files: dict[str, Path]) -> dict[str, Run]:
 
 def test_check_accepts_a_valid_file(runs: dict[str, Run]) -> None:
     run = runs["ok"]
-    # A control plane would tell agents to fence their ports, which this version does not.
-    assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", FIREWALL)
+    # No warning: the firewall a control plane turns on is acted on.
+    assert (run.returncode, run.stdout, run.stderr) == (0, "ok: 1 models\n", "")
 
 
 def test_check_refuses_a_file_whose_server_would_not_start(runs: dict[str, Run]) -> None:

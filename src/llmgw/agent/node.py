@@ -21,13 +21,14 @@ from pathlib import Path
 
 import aiohttp
 
+from llmgw.agent.node_firewall import NodeFirewall
 from llmgw.agent.state import StateDir, TermFence
 from llmgw.agent.supervisor import Replica, Supervisor
 from llmgw.agent.weights import Fetcher, plan_weights
 from llmgw.engines.launch import LaunchContext, ports_needed
 from llmgw.engines.launchers import launch_for
 from llmgw.engines.profile import EngineProfile
-from llmgw.errors import LlmgwError, ReplicaError
+from llmgw.errors import FirewallError, LlmgwError, ReplicaError
 from llmgw.protocol.inventory import Inventory
 from llmgw.protocol.messages import (
     STALE_TERM,
@@ -35,6 +36,7 @@ from llmgw.protocol.messages import (
     ControlMessage,
     Error,
     FetchProgress,
+    Firewall,
     Heartbeat,
     NodeSettings,
     Register,
@@ -92,6 +94,7 @@ class Node:
         discover: Callable[[], Inventory],
         supervisor: Supervisor | None = None,
         fetcher: Fetcher | None = None,
+        firewall: NodeFirewall | None = None,
     ) -> None:
         self.config = config
         self.discover = discover
@@ -101,6 +104,9 @@ class Node:
             StateDir(config.state_dir), session, port_range=NodeSettings().port_range, on_change=self.emit
         )
         self.fetcher = fetcher or Fetcher(session)
+        self.firewall = firewall
+        """None: this agent leaves the machine's firewall alone."""
+        self._firewall_lock = asyncio.Lock()
         self.fence = TermFence(StateDir(config.state_dir).term_path)
         self.settings = NodeSettings()
         self.inventory: Inventory | None = None
@@ -196,6 +202,12 @@ class Node:
             return
         if isinstance(message, Registered | Settings):
             self.apply_settings(message.settings)
+            if isinstance(message, Registered) and self.firewall is not None:
+                # Each registration's firewall message is applied even when unchanged, so
+                # a table deleted by hand meanwhile comes back.
+                self.firewall.applied = None
+        elif isinstance(message, Firewall):
+            self._spawn(self.apply_firewall(message), "firewall")
         elif isinstance(message, StartReplica):
             self.start_replica(message)
         elif isinstance(message, StopReplica):
@@ -204,11 +216,22 @@ class Node:
             log.warning("control plane: %s: %s", message.code, message.message)
 
     def apply_settings(self, settings: NodeSettings) -> None:
-        if settings != self.settings:
-            # The nftables table itself is the firewall module's; the agent holds the flag.
-            log.info("cluster settings: firewall %s", "on" if settings.firewall else "off")
         self.settings = settings
         self.supervisor.port_range = settings.port_range
+
+    async def apply_firewall(self, message: Firewall) -> None:
+        """Installs or removes llmgw's nft table as `message` says; a failure is logged
+        and told to the control plane (`error`, code `refused`), the engines unaffected."""
+        if self.firewall is None:
+            return
+        firewall = self.firewall
+        # One at a time and in order: two messages in quick succession end as the second.
+        async with self._firewall_lock:
+            try:
+                await asyncio.to_thread(firewall.apply, message)
+            except (FirewallError, ValueError) as exc:
+                log.warning("firewall: not applied: %s", exc)
+                self.emit(Error(code="refused", message=f"firewall: {exc}"))
 
     def start_replica(self, order: StartReplica) -> None:
         existing = self.supervisor.get(order.replica_id)

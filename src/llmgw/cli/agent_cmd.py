@@ -36,12 +36,22 @@ if TYPE_CHECKING:
 # `agent`'s options, and the operator's commands should not wait for the agent's.
 
 LOCK_NAME = "agent.lock"
+SYSTEM_STATE_DIR = Path("/var/lib/llmgw/agent")
+
+
+def manages_firewall(choice: bool | None, state_dir: Path) -> bool:
+    """Whether the agent keeps llmgw's nft table: as asked (`--firewall`,
+    `--no-firewall`), else when it runs as the node's service (root, the system state
+    directory). An agent started by hand elsewhere leaves the host's firewall alone."""
+    if choice is not None:
+        return choice
+    return os.geteuid() == 0 and state_dir == SYSTEM_STATE_DIR
 
 
 def default_state_dir() -> Path:
     """/var/lib/llmgw/agent for root (as under systemd), else the user's state directory."""
     if os.geteuid() == 0:
-        return Path("/var/lib/llmgw/agent")
+        return SYSTEM_STATE_DIR
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "llmgw" / "agent"
 
@@ -89,13 +99,17 @@ async def run_agent(
     labels: dict[str, str],
     ssl_context: ssl.SSLContext | None,
     server_hostname: str,
+    nft: tuple[str, ...] | None = None,
 ) -> None:
-    """Runs the agent until SIGTERM or SIGINT."""
+    """Runs the agent until SIGTERM or SIGINT; with `nft` (the command), it keeps llmgw's
+    firewall table as the control plane says."""
     import aiohttp  # noqa: PLC0415 (see the imports)
 
     from llmgw.agent.client import AgentLink  # noqa: PLC0415
     from llmgw.agent.discovery import default_probes, discover  # noqa: PLC0415
+    from llmgw.agent.nft import Nft  # noqa: PLC0415
     from llmgw.agent.node import Node  # noqa: PLC0415
+    from llmgw.agent.node_firewall import NodeFirewall, own_networks, server_addresses  # noqa: PLC0415
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -108,7 +122,12 @@ async def run_agent(
     async with aiohttp.ClientSession(connector=connector) as session:
         probes = default_probes(llama_server=config.binaries.get("llamacpp", "llama-server"))
         find = partial(discover, weights_dir=str(config.weights_dir), labels=labels, probes=probes)
-        node = Node(config, session, discover=find)
+        firewall = None
+        if nft is not None:
+            hosts = [item.strip().rpartition(":")[0] for item in server.split(",") if item.strip()]
+            allowed = await asyncio.to_thread(server_addresses, hosts) + await asyncio.to_thread(own_networks)
+            firewall = NodeFirewall(Nft(nft), allowed)
+        node = Node(config, session, discover=find, firewall=firewall)
         await node.start()
         log.info(
             "agent %s: %d replica(s) adopted; dialling %s",
@@ -170,6 +189,14 @@ def agent(
         [], "--engine-bin", help="ENGINE=PATH: the program for an engine, e.g. llamacpp=/opt/llama-server."
     ),
     mirror: str = typer.Option("", "--mirror", help="The model mirror's file URL, over the cluster's own."),
+    firewall: bool | None = typer.Option(
+        None,
+        "--firewall/--no-firewall",
+        help="Keep llmgw's nft table as the control plane says (firewall.enabled)."
+        " Default: on for root with the system --state-dir.",
+        show_default=False,
+    ),
+    nft: str = typer.Option("nft", "--nft", help="The nft program the firewall is applied with."),
     log_level: str = typer.Option("info", "--log-level", help=LOG_LEVEL_HELP),
     log_format: str = typer.Option("text", "--log-format", help=LOG_FORMAT_HELP),
 ) -> None:
@@ -199,7 +226,12 @@ def agent(
         with state_lock(root):
             asyncio.run(
                 run_agent(
-                    config, server, labels=checked, ssl_context=context, server_hostname=tls_server_name
+                    config,
+                    server,
+                    labels=checked,
+                    ssl_context=context,
+                    server_hostname=tls_server_name,
+                    nft=(nft,) if manages_firewall(firewall, root) else None,
                 )
             )
     except ConfigError as exc:

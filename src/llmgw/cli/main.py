@@ -13,12 +13,14 @@ from llmgw.cli import (
     agent_cmd,
     config_cmd,
     ctl_cmd,
+    firewall_cmd,
     keys_cmd,
     node_cmd,
     server_cmd,
     sim_cmd,
     tenancy_cmd,
     usage_cmd,
+    wipe_cmd,
 )
 
 app = typer.Typer(
@@ -37,6 +39,8 @@ app.command("agent", rich_help_panel=_RUN)(agent_cmd.agent)
 app.add_typer(node_cmd.app, name="node", rich_help_panel=_RUN)
 app.command("usage", rich_help_panel=_OPERATE)(usage_cmd.usage)
 app.add_typer(config_cmd.app, name="config", rich_help_panel=_RUN)
+app.add_typer(firewall_cmd.app, name="firewall", rich_help_panel=_RUN)
+app.command("wipe", rich_help_panel=_RUN)(wipe_cmd.wipe)
 app.add_typer(tenancy_cmd.orgs_app, name="orgs", rich_help_panel=_OPERATE)
 app.add_typer(tenancy_cmd.teams_app, name="teams", rich_help_panel=_OPERATE)
 app.add_typer(tenancy_cmd.projects_app, name="projects", rich_help_panel=_OPERATE)

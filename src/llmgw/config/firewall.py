@@ -15,11 +15,9 @@ from llmgw.core.strict import Strict
 
 
 class Firewall(Strict):
-    """Whether llmgw manages a firewall on its machines.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
-    """
+    """Whether llmgw manages a firewall on its machines: an nftables table of its own
+    (`inet llmgw`) that lets only the control planes, the gateways and
+    `firewall_networks` reach the engines' ports (docs/operations.md, Firewall)."""
 
     enabled: bool = True
     """Off removes llmgw's table everywhere, and new machines are added without one."""

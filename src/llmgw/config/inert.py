@@ -12,8 +12,7 @@ listed here.
 
 `inert_in_use(settings, catalog)` is a pure function: the entries a configuration uses,
 each with the concrete path it is used at (`models[chat].canary`). A setting is in use
-when it differs from its default, or when its default itself promises behaviour to a
-server that would act on it (`firewall.enabled` is on by default).
+when it differs from its default.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from llmgw.config.server import Settings
 
 _NOT_ENFORCED = "not enforced by this version"
-_FIREWALL = "firewall.enabled"
 
 INERT: Mapping[str, str] = {
     # Identity and sign-in.
@@ -46,10 +44,6 @@ INERT: Mapping[str, str] = {
     "backup_copy_to": "this version has no `llmgw server backup`; nothing is copied",
     "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
     # Security features not built yet.
-    "firewall.enabled": "the node firewall is "
-    + _NOT_ENFORCED
-    + "; agents install no nftables rules, so fence the ports yourself",
-    "firewall_networks": "the node firewall is " + _NOT_ENFORCED + "; these networks change nothing",
     "agent_tls.server_name": "the server does not use it: agents check the name they dial",
     "endpoints[].pool": "this version shows the pool nowhere and routes no differently by it",
     # The router's features not built yet.
@@ -127,12 +121,8 @@ def inert_in_use(settings: Settings, catalog: Catalog | None = None) -> list[Ine
     concrete path, in document order."""
     found: list[InertSetting] = []
     for pattern, path in _differing(settings, "", "", skip=("models",)):
-        if pattern in INERT and pattern != _FIREWALL:
+        if pattern in INERT:
             found.append(InertSetting(path, pattern, INERT[pattern]))
-    if settings.firewall.enabled and settings.control_plane_mode:
-        # On by default, and only "on" promises anything: the control plane would tell
-        # every agent to fence llmgw's ports. A router alone has no agents to tell.
-        found.append(InertSetting(_FIREWALL, _FIREWALL, INERT[_FIREWALL]))
     models = (catalog or settings.catalog()).models()
     for model in models:
         if model.is_environment:

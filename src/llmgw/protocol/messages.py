@@ -10,7 +10,9 @@ protocol.md tells the exchange as a story; this module is its definition.
     heartbeat       (every interval)     start_replica   (an order)
     replica_state   (on every change)    stop_replica    (an order)
     fetch_progress  (weights download)   settings        (cluster settings changed)
-    error                                error
+    error                                firewall        (llmgw's nft table: at register,
+                                                          and on every change)
+                                         error
 
 Rules both sides keep:
 
@@ -308,6 +310,26 @@ class Settings(Strict):
     settings: NodeSettings
 
 
+class Firewall(Strict):
+    """What llmgw's nftables table on the node should be: sent after `registered`, and
+    again whenever `firewall.enabled` or `firewall_networks` changes. The agent (as
+    root) installs the table, or removes it when `enabled` is false.
+
+    The same object, as JSON, is the state file a control plane writes for its own
+    machine (`llmgw firewall sync` applies it)."""
+
+    type: Literal["firewall"] = "firewall"
+    enabled: bool = True
+    networks: tuple[str, ...] = ()
+    """Sources allowed to the guarded ports, addresses or CIDR prefixes: the control
+    plane's address as the node reaches it, and `firewall_networks`. The agent adds the
+    addresses of every control plane it was given (their gateways) and loopback."""
+    port_range: tuple[int, int] = (20000, 20999)
+    """`control.port_range`: the engines' ports, guarded."""
+    ports: tuple[int, ...] = ()
+    """Other ports guarded besides the range (llmgw's own internal ports)."""
+
+
 # --- both directions -------------------------------------------------------------------
 
 
@@ -326,7 +348,7 @@ class Error(Strict):
 
 
 AgentMessage = Register | Heartbeat | ReplicaState | FetchProgress | Error
-ControlMessage = Registered | StartReplica | StopReplica | Settings | Error
+ControlMessage = Registered | StartReplica | StopReplica | Settings | Firewall | Error
 Message = AgentMessage | ControlMessage
 
 _T = TypeVar("_T")

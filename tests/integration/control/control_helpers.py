@@ -136,10 +136,13 @@ class Cluster:
     def server(self) -> GatewayProcess:
         return self.servers[-1]
 
-    def start_server(self, *models: dict[str, Any], **control: Any) -> GatewayProcess:
+    def start_server(
+        self, *models: dict[str, Any], top: dict[str, Any] | None = None, **control: Any
+    ) -> GatewayProcess:
         """A server on this cluster's agent port; every server of the cluster keeps the
-        cluster secret (engine keys) in one place, as a restarted one would."""
-        config = server_config(self.agent_port, *models, **control)
+        cluster secret (engine keys) in one place, as a restarted one would. `top` adds
+        top-level settings (`firewall_networks`)."""
+        config = {**server_config(self.agent_port, *models, **control), **(top or {})}
         config["admin_token_file"] = str(self.tmp / "secrets" / "admin-token")
         handle = start_gateway(config, timeout=60)
         self.servers.append(handle)
@@ -152,10 +155,12 @@ class Cluster:
         servers: str = "",
         env: dict[str, str] | None = None,
         tls: tuple[str, ...] = (),
+        args: tuple[str, ...] = (),
     ) -> Agent:
         """An agent dialling this cluster's agent port, or `servers` (host:port,...);
         `env` is added to its clean environment (a PATH with a recorded nvidia-smi);
-        `tls` (--tls-cert F --tls-key F --tls-ca F) in place of --insecure."""
+        `tls` (--tls-cert F --tls-key F --tls-ca F) in place of --insecure; `args` added
+        to its command line."""
         state = self.tmp / f"state-{node_id}"
         log_path = self.tmp / f"agent-{node_id}.log"
         server = servers or f"127.0.0.1:{self.agent_port}"
@@ -164,6 +169,7 @@ class Cluster:
         command += ["--log-level", "debug"]
         if labels:
             command += ["--labels", labels]
+        command += args
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 command,

@@ -177,12 +177,11 @@ def test_a_catalog_field_is_named_by_its_model() -> None:
     ]
 
 
-def test_the_firewall_promise_stands_where_a_control_plane_would_act_on_it() -> None:
-    # On by default: a control plane would tell agents to fence their ports.
-    assert [f.path for f in inert_in_use(_load({}))] == ["firewall.enabled"]
-    # Turned off, it promises nothing; a router alone has no agents to tell.
+def test_the_firewall_acts_and_is_named_by_no_warning() -> None:
+    # The agents keep llmgw's nft table: on, off or widened, nothing is inert.
+    assert inert_in_use(_load({})) == []
     assert inert_in_use(_load({"firewall": {"enabled": False}})) == []
-    assert inert_in_use(_load(_ROUTER_ONLY)) == []
+    assert inert_in_use(_load({"firewall_networks": ["10.9.0.0/16"]})) == []
 
 
 def test_the_documentation_lists_exactly_the_inert_settings() -> None:

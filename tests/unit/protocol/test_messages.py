@@ -22,6 +22,7 @@ from llmgw.protocol.messages import (
     ControlMessage,
     Error,
     FetchProgress,
+    Firewall,
     Heartbeat,
     NodeSettings,
     ProfileSpec,
@@ -105,6 +106,7 @@ CONTROL_MESSAGES: list[ControlMessage] = [
     Settings(
         settings=NodeSettings(firewall=True, firewall_networks=("10.1.0.0/16",), port_range=(30000, 30100))
     ),
+    Firewall(enabled=True, networks=("10.0.0.2", "10.9.0.0/16"), port_range=(30000, 30100), ports=(7443,)),
     Error(code="version", message="speaks 2"),
 ]
 

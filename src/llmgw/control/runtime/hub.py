@@ -17,11 +17,17 @@ Only a control plane that leads takes agents (`accepting`): a standby answers `r
 with `error` code `not_leader` and closes, and a leader that loses the lease dismisses
 every agent the same way (`dismiss_all`), so agents given several servers move on to
 the one that leads.
+
+Every agent is told what llmgw's nftables table on its machine should be (`firewall`)
+right after `registered`, and again whenever `firewall.enabled` or `firewall_networks`
+changes: the engines' port range, open to this control plane's address as that agent
+reached it and to `firewall_networks`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import ssl
 from collections.abc import Callable
@@ -41,6 +47,7 @@ from llmgw.protocol.messages import (
     ControlMessage,
     Error,
     FetchProgress,
+    Firewall,
     Heartbeat,
     NodeSettings,
     Register,
@@ -110,6 +117,8 @@ class AgentHub:
         self.certificates: dict[str, tuple[str, float]] = {}
         """Each node's certificate as last shown: (serial, not-after in UNIX seconds); kept
         after it disconnects, so a lost node's certificate is still listed."""
+        self._local: dict[str, str] = {}
+        """Node id to this control plane's address on that node's connection."""
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -189,9 +198,18 @@ class AgentHub:
         return gone
 
     async def broadcast_settings(self, settings: NodeSettings) -> None:
+        """Sends new cluster settings to every agent, and each its firewall where
+        `firewall` or `firewall_networks` changed."""
+        firewall_changed = _firewall_fields(settings) != _firewall_fields(self.settings)
         self.settings = settings
         for node_id in list(self._sockets):
             await self.send(node_id, Settings(settings=settings))
+            if firewall_changed:
+                await self.send(node_id, self.firewall_for(node_id))
+
+    def firewall_for(self, node_id: str) -> Firewall:
+        """The `firewall` message for one connected node, from the settings now."""
+        return firewall_message(self.settings, self._local.get(node_id, ""))
 
     # --- one agent's socket ---------------------------------------------------------
 
@@ -211,6 +229,7 @@ class AgentHub:
             self.certificates[node_id] = shown
         previous = self._sockets.get(node_id)
         self._sockets[node_id] = ws
+        self._local[node_id] = _local_address(request)
         if previous is not None and previous is not ws:
             with contextlib.suppress(Exception):
                 await previous.close()
@@ -223,6 +242,7 @@ class AgentHub:
                 )
             )
         )
+        await ws.send_str(encode(self.firewall_for(node_id)))
         self._events.registered(register)
         try:
             async for frame in ws:
@@ -231,6 +251,7 @@ class AgentHub:
         finally:
             if self._sockets.get(node_id) is ws:
                 del self._sockets[node_id]
+                self._local.pop(node_id, None)
                 self._events.disconnected(node_id)
         return ws
 
@@ -296,3 +317,35 @@ def _not_leader() -> Error:
         code=NOT_LEADER,
         message="this control plane does not hold the leader lease: dial the next server",
     )
+
+
+def firewall_message(settings: NodeSettings, control_address: str = "") -> Firewall:
+    """The table a node should have under `settings`: the engines' port range open to
+    `control_address` (this control plane as the node reaches it; loopback and
+    unspecified addresses add nothing) and `firewall_networks`."""
+    networks = list(settings.firewall_networks)
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = (
+            ipaddress.ip_address(control_address) if control_address else None
+        )
+    except ValueError:  # not an IP socket: nothing to add
+        address = None
+    if address is not None:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # a dual-stack listener's IPv4 peer
+        if not (address.is_loopback or address.is_unspecified):
+            networks.insert(0, str(address))
+    return Firewall(enabled=settings.firewall, networks=tuple(networks), port_range=settings.port_range)
+
+
+def _firewall_fields(settings: NodeSettings) -> tuple[object, ...]:
+    return (settings.firewall, settings.firewall_networks, settings.port_range)
+
+
+def _local_address(request: web.Request) -> str:
+    """This end's address of the agent's connection, without an IPv6 zone."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    if not isinstance(sockname, tuple) or not sockname:
+        return ""
+    return str(sockname[0]).split("%", 1)[0]

@@ -48,7 +48,8 @@ from llmgw.control.decisions.orders import engine_key
 from llmgw.control.decisions.publish import Publisher
 from llmgw.control.decisions.quotas import NO_QUOTAS, Quotas
 from llmgw.control.decisions.replicas import Change, ReplicaBook
-from llmgw.control.runtime.hub import AgentHub
+from llmgw.control.runtime.firewall_state import state_path, write_state
+from llmgw.control.runtime.hub import AgentHub, firewall_message
 from llmgw.control.runtime.node_events import NodeWatch
 from llmgw.control.runtime.reconciler import Reconciler, ReconcileRules
 from llmgw.core.events import NO_EVENTS, EventSink
@@ -256,6 +257,8 @@ class ControlPlane:
         if self.listener is not None:
             await self.hub.start(self.listener.host, self.listener.port, self.listener.ssl)
             log.info("control plane: agents connect to %s:%d", self.listener.host, self.hub.port)
+        if write_state(state_path(), firewall_message(self.hub.settings)):
+            log.info("control plane: firewall state written to %s", state_path())
         self._started_at = self._clock()
         await self.observe_leadership()
         self.reconciler.publish()
