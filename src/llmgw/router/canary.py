@@ -36,7 +36,6 @@ from llmgw.router.canary_window import (
     OutcomeWindow,
     SideFigures,
     Verdict,
-    judge,
 )
 
 log = logging.getLogger(__name__)
@@ -167,17 +166,14 @@ class Canaries:
             return
         canary, side = found
         now = self._clock()
-        canary.window.record(side, now, error=error, ttft_s=ttft_s)
+        window = canary.window
+        window.record(side, now, error, ttft_s)
         if side != CANDIDATE:
             return
         if canary.rollback is not None:
             canary.after_rollback += 1
             return
-        window = canary.window
-        candidate = window.figures(CANDIDATE, now)
-        if candidate.requests < canary.limits.min_requests:
-            return
-        verdict = judge(window.figures(MODEL, now), candidate, canary.limits)
+        verdict = window.judge(canary.limits, now)
         if verdict is not None:
             self._roll_back(canary, verdict)
 

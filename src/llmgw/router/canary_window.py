@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 MODEL = 0
 CANDIDATE = 1
@@ -29,6 +30,19 @@ quiet model, short enough that a candidate fixed in place is judged on its prese
 DEFAULT_MAX_PER_SIDE = 10_000
 _MIN_MODEL_TTFTS = 10
 """The model's TTFTs needed before the ratio is taken: a mean of one or two is noise."""
+
+
+class Counts(Protocol):
+    """What `judge` reads of a side: `SideFigures`, or the window's live counts."""
+
+    @property
+    def requests(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def ttft_samples(self) -> int: ...
+    @property
+    def ttft_sum_s(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,48 +107,45 @@ class Verdict:
         )
 
 
-def judge(model: SideFigures, candidate: SideFigures, limits: Limits) -> Verdict | None:
+def judge(model: Counts, candidate: Counts, limits: Limits) -> Verdict | None:
     """A rollback verdict, or None while the candidate is within its limits (or has not
-    served `min_requests` yet)."""
-    if candidate.requests < limits.min_requests:
+    served `min_requests` yet). Plain arithmetic on the counts, nothing built unless it
+    decides: it runs on every candidate try (bench/router/micro_canary.py)."""
+    served = candidate.requests
+    if served < limits.min_requests:
         return None
-    if candidate.error_rate - model.error_rate > limits.max_error_increase:
-        return Verdict("error_rate", model, candidate, limits)
-    base, mean = model.mean_ttft_s, candidate.mean_ttft_s
-    enough = min(_MIN_MODEL_TTFTS, limits.min_requests)
-    if (
-        base is not None
-        and mean is not None
-        and model.ttft_samples >= enough
-        and base > 0
-        and mean > limits.max_ttft_ratio * base
-    ):
-        return Verdict("ttft", model, candidate, limits)
+    seen = model.requests
+    model_rate = model.errors / seen if seen else 0.0
+    if candidate.errors / served - model_rate > limits.max_error_increase:
+        return Verdict("error_rate", _snapshot(model), _snapshot(candidate), limits)
+    base_n, mean_n = model.ttft_samples, candidate.ttft_samples
+    if base_n >= min(_MIN_MODEL_TTFTS, limits.min_requests) and mean_n and model.ttft_sum_s > 0:
+        base, mean = model.ttft_sum_s / base_n, candidate.ttft_sum_s / mean_n
+        if mean > limits.max_ttft_ratio * base:
+            return Verdict("ttft", _snapshot(model), _snapshot(candidate), limits)
     return None
+
+
+def _snapshot(counts: Counts) -> SideFigures:
+    return SideFigures(counts.requests, counts.errors, counts.ttft_samples, counts.ttft_sum_s)
 
 
 class _Side:
     """One side's tries in the window and their running sums."""
 
-    __slots__ = ("errors", "events", "ttft_samples", "ttft_sum_s")
+    __slots__ = ("errors", "events", "requests", "ttft_samples", "ttft_sum_s")
 
     def __init__(self) -> None:
         # (when, error, ttft or -1 when the try had none)
         self.events: deque[tuple[float, bool, float]] = deque()
+        self.requests = 0
         self.errors = 0
         self.ttft_samples = 0
         self.ttft_sum_s = 0.0
 
-    def add(self, at: float, error: bool, ttft_s: float) -> None:
-        self.events.append((at, error, ttft_s))
-        if error:
-            self.errors += 1
-        if ttft_s >= 0:
-            self.ttft_samples += 1
-            self.ttft_sum_s += ttft_s
-
     def drop_oldest(self) -> None:
         _, error, ttft_s = self.events.popleft()
+        self.requests -= 1
         if error:
             self.errors -= 1
         if ttft_s >= 0:
@@ -144,7 +155,7 @@ class _Side:
             self.ttft_sum_s = 0.0  # no float drift survives an empty window
 
     def figures(self) -> SideFigures:
-        return SideFigures(len(self.events), self.errors, self.ttft_samples, self.ttft_sum_s)
+        return SideFigures(self.requests, self.errors, self.ttft_samples, self.ttft_sum_s)
 
 
 class OutcomeWindow:
@@ -157,17 +168,38 @@ class OutcomeWindow:
         self._max = max_per_side
         self._sides = (_Side(), _Side())
 
-    def record(self, side: int, now: float, *, error: bool, ttft_s: float | None = None) -> None:
+    def record(self, side: int, now: float, error: bool, ttft_s: float | None = None) -> None:
         """One try on `side` (MODEL or CANDIDATE) finished at `now`."""
+        # Written out rather than a method of _Side: this runs on every try of a model with
+        # a canary (bench/router/micro_canary.py).
         window = self._sides[side]
-        window.add(now, error, -1.0 if ttft_s is None else ttft_s)
-        self._expire(window, now)
+        events = window.events
+        if ttft_s is None:
+            events.append((now, error, -1.0))
+        else:
+            events.append((now, error, ttft_s))
+            window.ttft_samples += 1
+            window.ttft_sum_s += ttft_s
+        window.requests += 1
+        if error:
+            window.errors += 1
+        if events[0][0] < now - self._span_s or len(events) > self._max:
+            self._expire(window, now)
 
     def figures(self, side: int, now: float) -> SideFigures:
         """`side`'s tries within the window at `now`."""
         window = self._sides[side]
         self._expire(window, now)
         return window.figures()
+
+    def judge(self, limits: Limits, now: float) -> Verdict | None:
+        """`judge` on both sides' live counts at `now`, just after the candidate's side
+        recorded a try at `now`: nothing is copied on the way."""
+        model, candidate = self._sides
+        events = model.events
+        if events and events[0][0] < now - self._span_s:
+            self._expire(model, now)  # the candidate's side was brought up to date as it recorded
+        return judge(model, candidate, limits)
 
     def clear(self) -> None:
         """Forgets both sides: a candidate reset by an operator starts afresh."""

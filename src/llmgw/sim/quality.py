@@ -7,9 +7,9 @@ evenly, never drawn at random: with `error_rate` 0.2, exactly one request in fiv
 5th, 10th, 15th…) is answered 500, so a test knows what it will see.
 
 The TTFT factor holds a request back before it enters the engine by (factor − 1) times
-the first-token time it would have alone (its prefill and one decode step): the time to
-its first token is then about `factor` times as long, and the rest of its answer is
-unchanged.
+its prefill plus one decode step (what its first token takes on a replica with other
+work in its batch): the time to its first token is then at least `factor` times that,
+and the rest of its answer is unchanged.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ LIMITS = Limits(min_requests=50, max_error_increase=0.05, max_ttft_ratio=1.5)
 def test_each_side_counts_its_own_errors_and_ttft() -> None:
     window = OutcomeWindow(span_s=60)
     for n in range(10):
-        window.record(MODEL, float(n), error=False, ttft_s=0.1)
-        window.record(CANDIDATE, float(n), error=n % 5 == 0, ttft_s=None if n % 5 == 0 else 0.3)
+        window.record(MODEL, float(n), False, 0.1)
+        window.record(CANDIDATE, float(n), n % 5 == 0, None if n % 5 == 0 else 0.3)
     model, candidate = window.figures(MODEL, 10.0), window.figures(CANDIDATE, 10.0)
     assert (model.requests, model.errors, model.error_rate) == (10, 0, 0.0)
     assert model.mean_ttft_s == pytest.approx(0.1)
@@ -25,8 +25,8 @@ def test_each_side_counts_its_own_errors_and_ttft() -> None:
 
 def test_old_tries_leave_the_window() -> None:
     window = OutcomeWindow(span_s=60)
-    window.record(CANDIDATE, 0.0, error=True, ttft_s=None)
-    window.record(CANDIDATE, 30.0, error=False, ttft_s=0.2)
+    window.record(CANDIDATE, 0.0, True, None)
+    window.record(CANDIDATE, 30.0, False, 0.2)
     assert window.figures(CANDIDATE, 59.0).requests == 2
     late = window.figures(CANDIDATE, 61.0)
     assert (late.requests, late.errors) == (1, 0)
@@ -37,7 +37,7 @@ def test_old_tries_leave_the_window() -> None:
 def test_the_window_holds_at_most_its_bound() -> None:
     window = OutcomeWindow(span_s=600, max_per_side=100)
     for n in range(250):
-        window.record(MODEL, float(n) / 100, error=n < 150, ttft_s=0.1)
+        window.record(MODEL, float(n) / 100, n < 150, 0.1)
     figures = window.figures(MODEL, 3.0)
     assert (figures.requests, figures.errors) == (100, 0)
 
@@ -46,7 +46,7 @@ def test_the_window_holds_at_most_its_bound() -> None:
 def test_running_sums_match_a_recount(tries: list[tuple[bool, float | None]]) -> None:
     window = OutcomeWindow(span_s=50, max_per_side=120)
     for n, (error, ttft) in enumerate(tries):
-        window.record(CANDIDATE, float(n), error=error, ttft_s=ttft)
+        window.record(CANDIDATE, float(n), error, ttft)
     now = float(len(tries))
     kept = [t for n, t in enumerate(tries) if n >= now - 50][-120:]
     figures = window.figures(CANDIDATE, now)
