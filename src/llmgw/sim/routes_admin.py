@@ -6,7 +6,8 @@
 - `GET /sim/fault` and `POST /sim/fault {"mode", "after", "stream_tokens", "duration_s"}`:
   read or switch the fault at run time, so a test can break a running replica;
 - `GET /sim/quality` and `POST /sim/quality {"error_rate", "ttft_factor"}`: read or
-  change the replica's quality (llmgw.sim.quality), as a canary's judge sees it;
+  change the replica's quality (llmgw.sim.quality), as a canary's judge sees it
+  (`/sim/state` adds `requests`: generation requests since it was set, failed ones too);
 - `GET /sim/requests?limit=N`: the simulated timings of the last finished requests,
   which `bench/sim/overhead.py` compares with what a client observed.
 
@@ -166,7 +167,7 @@ async def get_state(request: web.Request) -> web.Response:
                 "evictions": engine.pool.evictions,
             },
             "fault": state.faults.setting.describe(),
-            "quality": state.quality.quality.describe(),
+            "quality": {**state.quality.quality.describe(), "requests": state.quality.seen},
             "listening": state.listener.is_open if state.listener is not None else True,
             "last_traceparent": state.last_traceparent,
         }

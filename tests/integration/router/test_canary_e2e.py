@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from support.sims import endpoint, set_quality, sim_state
 pytestmark = pytest.mark.slow
 
 MIN_REQUESTS = 20
+BUSY_MIN_REQUESTS = 80
+CLIENTS = 4
 PERCENT = 20
 # A first token some 30 ms away on both sides, so the gateway's own jitter on a busy
 # machine is small beside it and a healthy candidate's TTFT ratio stays near 1.
@@ -47,7 +50,7 @@ def hooks() -> Iterator[WebhookReceiver]:
     yield from receiver()
 
 
-def _rig(hooks: WebhookReceiver, *candidate_args: str) -> Iterator[Rig]:
+def _rig(hooks: WebhookReceiver, *candidate_args: str, min_requests: int = MIN_REQUESTS) -> Iterator[Rig]:
     model = start_sim_engine(*SIM_ARGS, "--model", "chat")
     candidate = start_sim_engine(*SIM_ARGS, "--model", "chat-next", *candidate_args)
     gateway: GatewayProcess | None = None
@@ -61,7 +64,7 @@ def _rig(hooks: WebhookReceiver, *candidate_args: str) -> Iterator[Rig]:
                 "models": [
                     {
                         "name": "chat",
-                        "canary": {"model": "chat-next", "percent": PERCENT, "min_requests": MIN_REQUESTS},
+                        "canary": {"model": "chat-next", "percent": PERCENT, "min_requests": min_requests},
                     },
                     {"name": "chat-next"},
                 ],
@@ -84,6 +87,11 @@ def healthy(hooks: WebhookReceiver) -> Iterator[Rig]:
 @pytest.fixture
 def failing(hooks: WebhookReceiver) -> Iterator[Rig]:
     yield from _rig(hooks, "--error-rate", "0.2")
+
+
+@pytest.fixture
+def failing_busy(hooks: WebhookReceiver) -> Iterator[Rig]:
+    yield from _rig(hooks, "--error-rate", "0.2", min_requests=BUSY_MIN_REQUESTS)
 
 
 def _ask(rig: Rig, n: int, session: str | None = None, *, stream: bool = False) -> Counter[str]:
@@ -198,6 +206,42 @@ def test_a_candidate_failing_a_fifth_of_its_requests_is_rolled_back(failing: Rig
     assert "chat-next gets 20% of its requests again" in reset.stdout
     assert _ask(failing, 50)["chat-next"] == 10
     assert _admin(failing, "GET", "router/canaries/chat")["state"] == "running"
+
+
+def test_with_clients_sending_together_only_requests_under_way_reach_it_after(failing_busy: Rig) -> None:
+    """Bounded: with 4 clients sending at once, the candidate gets at most the requests
+    already on their way when the threshold was crossed (under 4), within 5 % of the
+    80 it had served."""
+    remaining = [400]
+    lock = threading.Lock()
+    failures: list[str] = []
+
+    def client() -> None:
+        with httpx.Client(base_url=failing_busy.gateway.base_url, timeout=30) as http:
+            while True:
+                with lock:
+                    if remaining[0] <= 0:
+                        return
+                    remaining[0] -= 1
+                body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+                answer = http.post("/chat/completions", json=body)
+                if answer.status_code != 200:
+                    failures.append(answer.text)
+
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert failures == []
+    canary = _admin(failing_busy, "GET", "router/canaries/chat")
+    decided = canary["rollback"]["candidate_side"]["requests"]
+    assert decided == BUSY_MIN_REQUESTS
+    # Every generation request the candidate's sim saw, failed ones included.
+    seen = sim_state(failing_busy.candidate)["quality"]["requests"]
+    assert seen - decided == canary["candidate_tries_after_rollback"]
+    assert seen - decided < CLIENTS
+    assert seen - decided <= 0.05 * decided
 
 
 def test_a_candidate_three_times_as_slow_to_its_first_token_is_rolled_back(healthy: Rig) -> None:
