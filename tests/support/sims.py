@@ -34,3 +34,9 @@ def sim_state(engine: SimEngineProcess) -> dict[str, Any]:
 def endpoint(eid: str, process: SimEngineProcess, *models: str, **extra: Any) -> dict[str, Any]:
     """A static `endpoints:` entry for the sim (`engine: sim` unless `extra` says)."""
     return {"id": eid, "url": process.url, "models": list(models), "engine": "sim", **extra}
+
+
+def set_quality(engine: SimEngineProcess, **quality: float) -> None:
+    """Changes the sim's error_rate and/or ttft_factor at run time (llmgw.sim.quality)."""
+    response = httpx.post(engine.admin_url + "/sim/quality", json=quality, timeout=5)
+    response.raise_for_status()

@@ -19,6 +19,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
                                                 on (llmgw.config.inert), one per path
     *                 /api/control/...          the control plane's routes (llmgw.admin.control_routes)
     GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
+    GET               /api/router/canaries[/<model>]   canary splits, figures and rollbacks;
+    POST              /api/router/canaries/<model>/reset   a rolled-back candidate back in
     GET               /api/notify/deliveries    the webhook delivery log (llmgw.notify.routes);
     POST              /api/notify/test/<name>   a test event sent to one webhook now
     GET               /api/history              the dashboard's charts over monitoring.window, read

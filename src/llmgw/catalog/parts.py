@@ -42,8 +42,8 @@ DEFAULT_CANARY_MAX_TTFT_RATIO = 1.5
 
 class Canary(Strict):
     """A share of a model's requests sent to a candidate (usually the same model at new
-    weights) to compare the two, and when to give up on the candidate.
-    Not acted on by this version (`llmgw.config.inert`)."""
+    weights) to compare the two, and when to give up on the candidate: the gateway's
+    router splits the traffic and rolls the candidate back (llmgw.router.canary)."""
 
     model: str = ""
     """The candidate, a catalog model clients cannot name themselves."""

@@ -3,6 +3,7 @@
     llmgw ctl models | nodes | replicas | leader
     llmgw ctl explain MODEL
     llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
+    llmgw ctl model canary-reset NAME
     llmgw ctl guard attach POLICY --project P | detach POLICY --project P | list
     llmgw ctl notify log [--webhook NAME] [--limit N] | test NAME
 
@@ -32,7 +33,8 @@ app = AdminTyper(
     no_args_is_help=True,
 )
 model_app = AdminTyper(
-    help="Add, edit, remove or scale a model in the runtime catalog.", no_args_is_help=True
+    help="Add, edit, remove or scale a model in the runtime catalog; reset its canary.",
+    no_args_is_help=True,
 )
 app.add_typer(model_app, name="model")
 app.add_typer(guard_cmd.app, name="guard")
@@ -171,12 +173,29 @@ def _optional(ctx: typer.Context, path: str) -> tuple[list[dict[str, Any]], Admi
     return rows, None
 
 
+def _lines(ctx: typer.Context, path: str) -> tuple[list[str] | None, AdminError | None]:
+    """An answer's `lines`, or the 404 of a server (or model) that has none there."""
+    try:
+        answer = client(ctx).call("GET", path)
+    except AdminError as exc:
+        if exc.status == 404:
+            return None, exc
+        raise fail(exc) from None
+    return list(answer.get("lines") or []), None
+
+
 @app.command("explain")
 def explain(ctx: typer.Context, model: str = typer.Argument(..., metavar="MODEL")) -> None:
-    """Says why MODEL runs where it does, or why it does not run."""
-    answer = call(ctx, "GET", f"control/models/{_path(model)}/explain")
-    lines = answer.get("lines") or ["the control plane has nothing to say about it yet"]
-    for line in lines:
+    """Says why MODEL runs where it does, or why it does not run; with a canary, its
+    split, both sides' figures and any automatic rollback with its reasons."""
+    placed, no_control = _lines(ctx, f"control/models/{_path(model)}/explain")
+    canary, _ = _lines(ctx, f"router/canaries/{_path(model)}")
+    if placed is None and canary is None and no_control is not None:
+        raise fail(no_control)
+    if placed is not None:
+        for line in placed or ["the control plane has nothing to say about it yet"]:
+            typer.echo(line)
+    for line in canary or []:
         typer.echo(line)
 
 
@@ -251,6 +270,17 @@ def edit(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME"), fi
 def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
     """Removes NAME from the catalog; its replicas are stopped."""
     _report(call(ctx, "DELETE", f"control/models/{_path(name)}", by=_actor()))
+
+
+@model_app.command("canary-reset")
+def canary_reset(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
+    """Gives NAME's canary candidate its split again after an automatic rollback, judged
+    afresh from an empty window (on the gateway this admin API belongs to)."""
+    answer = call(ctx, "POST", f"router/canaries/{_path(name)}/reset")
+    typer.echo(
+        f"canary of model {answer['model']}: {answer['candidate']} gets {answer['percent_in_force']}% "
+        "of its requests again"
+    )
 
 
 @model_app.command("scale")

@@ -118,6 +118,17 @@ def sim_engine(
     hang_seconds: Annotated[
         float, typer.Option(help="How long a hang fault holds a connection.")
     ] = _DEFAULTS.hang_s,
+    error_rate: Annotated[
+        float,
+        typer.Option(
+            help="Share of generation requests answered 500, spread evenly: 0.2 fails every 5th "
+            "(switch it via POST /sim/quality)."
+        ),
+    ] = _DEFAULTS.error_rate,
+    ttft_factor: Annotated[
+        float,
+        typer.Option(help="The first token comes this many times as late as it would (1: unchanged)."),
+    ] = _DEFAULTS.ttft_factor,
     admin_port: Annotated[
         int | None,
         typer.Option(help="Also serve /sim/* on this port (0: a free one); it stays open under refuse."),
@@ -157,6 +168,8 @@ def sim_engine(
             fault_after=fault_after,
             fault_stream_tokens=fault_stream_tokens,
             hang_s=hang_seconds,
+            error_rate=error_rate,
+            ttft_factor=ttft_factor,
             recent_requests=max_recent,
         )
     except ValidationError as exc:

@@ -32,6 +32,7 @@ NOTIFY_EVENTS: tuple[str, ...] = (
     "weights.published",
     "backup.failed",
     "certificate.expiring",
+    "canary.rolled_back",
 )
 """Every event a webhook can ask for."""
 

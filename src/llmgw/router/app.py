@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from llmgw.guard import Guardrails
     from llmgw.obs.spans import RequestTrace, Spans
     from llmgw.router.access_log import AccessRecorder
+    from llmgw.router.canary import Canaries
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -92,8 +93,10 @@ class GatewayApp:
         mounts: Sequence[tuple[str, App]] = (),
         access: AccessRecorder | None = None,
         spans: Spans | None = None,
+        canaries: Canaries | None = None,
     ) -> None:
         self._resolver = resolver
+        self._canaries = canaries
         self._endpoints = endpoints
         self._dispatcher = dispatcher
         self._models = models
@@ -399,6 +402,18 @@ class GatewayApp:
                 fallback = self._resolver.fallback(name)
                 if fallback is not None and self._visible(principal, fallback):
                     chain.append(fallback)
+            named: Target | None = None
+            canaries = self._canaries
+            # An adapter is asked of the model's own replicas: a candidate may not hold it.
+            if canaries is not None and target.engine_model == target.model:
+                candidate = canaries.choose(target.model, request.session)
+                if candidate is not None:
+                    # The operator's choice, not the caller's: no visibility check, and
+                    # the model itself next in the chain should the candidate fail.
+                    chosen = self._resolver.fallback(candidate)
+                    if chosen is not None:
+                        named = target
+                        chain.insert(0, chosen)
             if principal is not None:
                 request.account = self._charge(principal, request, target, scope)
                 if request.guard_flagged:
@@ -427,7 +442,7 @@ class GatewayApp:
                 self._flow.dispatched(target.model, band)
                 request.engine_priority = self._flow.engine_priority(band)
                 try:
-                    await self._dispatcher.serve(proto, request, chain, request_id, started)
+                    await self._dispatcher.serve(proto, request, chain, request_id, started, named)
                 finally:
                     self._flow.finished(target.model, band)
             except asyncio.CancelledError:

@@ -7,6 +7,10 @@ before the first byte reaches the client (connect error, 5xx, 429, a phase timeo
 counts against its replica's breaker and moves on. Once a stream has begun, a failure
 ends it with an error event: the client is never handed a truncated answer as if it
 were whole. Every answer says which model and which replica served it.
+
+With a canary (llmgw.router.canary), the chain starts with the candidate the split
+chose, then the model the client named: each try's outcome on either side is reported
+to the canaries, which judge the candidate as it goes.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
 
     from llmgw.guard import Guardrails, StreamScanner
     from llmgw.obs.spans import RequestTrace
+    from llmgw.router.canary import Canaries
 
 
 def _flag(request: ClientRequest, flags: list[Hit]) -> None:
@@ -87,8 +92,10 @@ class Dispatcher:
         clock: Callable[[], float] = time.monotonic,
         failures: FailureLog | None = None,
         guard: Guardrails | None = None,
+        canaries: Canaries | None = None,
     ) -> None:
         self._guard = guard
+        self._canaries = canaries
         self._endpoints = endpoints
         self._picker = picker
         self._metrics = metrics
@@ -109,14 +116,17 @@ class Dispatcher:
         chain: list[Target],
         request_id: str,
         started: float,
+        named: Target | None = None,
     ) -> None:
         """Answers `request` from the first target in `chain` that can; raises ApiError
-        when none could before anything was sent."""
+        when none could before anything was sent. `named` is the target the client named
+        when a canary's candidate leads the chain (refusals and metrics name it)."""
         rid = request_id.encode()
         last_error: UpstreamError | None = None
         # The latest failed try, logged once it is known whether another try follows.
         failed: tuple[str, str, int] | None = None
-        first = chain[0]
+        lead = chain[0]
+        first = lead if named is None else named
         attempts = self._retries + 1
         trace = request.trace
         tries = 0
@@ -161,7 +171,7 @@ class Dispatcher:
                     self._metrics.upstream_failed(endpoint.id, upstream_failure_reason(exc))
                     endpoint.last_error = (self._clock(), str(exc))
                     continue
-                if done and target is not first:
+                if done and target is not first and target is not lead:
                     self._metrics.fell_back(first.model, target.model)
                 if done:
                     return
@@ -237,6 +247,10 @@ class Dispatcher:
                 else:
                     result = await fetch(attempt, head, body, self._limits, budget, self._liveness)
             except UpstreamStatus as exc:
+                if self._canaries is not None:
+                    # A replica's 5xx is its failure; its 429 or a refused key is not the
+                    # model's quality, and a client's own 4xx never comes here.
+                    self._canaries.observed(target.model, error=exc.status >= 500)
                 if exc.status in ENGINE_AUTH_STATUSES:
                     # The replica refuses the gateway's key: every request there would
                     # fail the same way, so it leaves routing now rather than after
@@ -257,13 +271,18 @@ class Dispatcher:
                 raise
             except UpstreamError:
                 endpoint.breaker.failed(self._clock())
+                if self._canaries is not None:
+                    self._canaries.observed(target.model, error=True)
                 raise
             except BaseException:
                 endpoint.breaker.abandoned(self._clock())
                 raise
             endpoint.breaker.succeeded()
             request_id = rid.decode()
+            canaries = self._canaries
             if isinstance(result, Answer):
+                if canaries is not None:
+                    canaries.observed(target.model, error=result.status >= 500, ttft_s=self._clock() - now)
                 answer = result.body
                 applied = request.guard
                 if applied is not None and applied.output and result.status == 200 and self._guard:
@@ -302,7 +321,12 @@ class Dispatcher:
                     )
                 )
                 return True
-            await self._relay(proto, request, target, endpoint, result, request_id, started)
+            status, first_byte = await self._relay(
+                proto, request, target, endpoint, result, request_id, started
+            )
+            if canaries is not None and status != 499:
+                # A stream the replica broke off is its error; one the client left is neither side's.
+                canaries.observed(target.model, error=status != 200, ttft_s=first_byte - now)
             return True
         except BaseException as error:
             if span is not None and trace is not None:
@@ -323,8 +347,9 @@ class Dispatcher:
         stream: OpenStream,
         request_id: str,
         started: float,
-    ) -> None:
-        """Forwards a begun stream to the client as it arrives, then accounts for it."""
+    ) -> tuple[int, float]:
+        """Forwards a begun stream to the client as it arrives, then accounts for it;
+        returns the status it was accounted under (as `_pump`) and when its first bytes came."""
         first_byte = self._clock()
         self._metrics.first_token(target.model, first_byte - started)
         relay = SseRelay(strip_usage=not request.wants_usage)
@@ -381,6 +406,7 @@ class Dispatcher:
                 current_trace_id(),
             )
         )
+        return status, first_byte
 
     async def _pump(
         self,

@@ -23,6 +23,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.request import Kind
 
 if TYPE_CHECKING:
+    from llmgw.router.canary import Canaries
     from llmgw.router.flow import FlowControl
     from llmgw.router.slo import SloTracker
 
@@ -356,6 +357,57 @@ class SloCollector(Collector):
             if objective.tpot_p99 > 0:
                 family.add_metric([model, "tpot"], objective.tpot_p99)
         yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class CanaryCollector(Collector):
+    """Each canary's split in force, both sides' figures over its window, and its
+    rollbacks (llmgw.router.canary)."""
+
+    def __init__(self, canaries: Canaries) -> None:
+        self._canaries = canaries
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["model", "candidate"]
+        percent = GaugeMetricFamily(
+            "llmgw_canary_percent",
+            "The share of the model's requests sent to its candidate now (0 once rolled back).",
+            labels=labels,
+        )
+        errors = GaugeMetricFamily(
+            "llmgw_canary_error_rate",
+            "Share of tries failed by the replicas (5xx, timeouts, broken streams) over the canary's "
+            "window, by side (model, candidate).",
+            labels=[*labels, "side"],
+        )
+        ttft = GaugeMetricFamily(
+            "llmgw_canary_ttft_mean_seconds",
+            "Mean time to the first byte of an answer over the canary's window, by side.",
+            labels=[*labels, "side"],
+        )
+        tries = GaugeMetricFamily(
+            "llmgw_canary_window_requests",
+            "Tries in the canary's window, by side.",
+            labels=[*labels, "side"],
+        )
+        for canary, model, candidate in self._canaries.figures():
+            names = [canary.model, canary.candidate]
+            percent.add_metric(names, canary.percent)
+            for side, figures in (("model", model), ("candidate", candidate)):
+                tries.add_metric([*names, side], figures.requests)
+                errors.add_metric([*names, side], figures.error_rate)
+                mean = figures.mean_ttft_s
+                if mean is not None:
+                    ttft.add_metric([*names, side], mean)
+        yield from (percent, errors, ttft, tries)
+        yield _counter(
+            "llmgw_canary_rollbacks",
+            "Candidates rolled back automatically, by reason (error_rate, ttft).",
+            ["model", "candidate", "reason"],
+            self._canaries.rollbacks.items(),
+        )
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

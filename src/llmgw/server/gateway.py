@@ -34,6 +34,7 @@ from llmgw.router.access_log import AccessRecorder
 from llmgw.router.admission import BandRule
 from llmgw.router.affinity import SessionAffinity
 from llmgw.router.app import GatewayApp
+from llmgw.router.canary import Canaries
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.cors import CorsPolicy
 from llmgw.router.departures import Departures
@@ -42,7 +43,14 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
-from llmgw.router.metrics import BEFORE_ROUTE, FlowCollector, GatewayMetrics, SloCollector, new_registry
+from llmgw.router.metrics import (
+    BEFORE_ROUTE,
+    CanaryCollector,
+    FlowCollector,
+    GatewayMetrics,
+    SloCollector,
+    new_registry,
+)
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
 from llmgw.router.scoring import ScoringTargets
@@ -185,6 +193,8 @@ class Gateway:
             clock,
         )
         self.registry.register(GuardCollector(self.guard.counts))
+        self.canaries = Canaries(self.catalog, clock)
+        self.registry.register(CanaryCollector(self.canaries))
         self.dispatcher = Dispatcher(
             self.endpoints,
             self.picker,
@@ -197,6 +207,7 @@ class Gateway:
             retry_after=max(1.0, router.cooldown.total_seconds()),
             clock=clock,
             guard=self.guard,
+            canaries=self.canaries,
         )
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
@@ -222,6 +233,7 @@ class Gateway:
             mounts=mounts,
             access=self.access,
             spans=self.spans,
+            canaries=self.canaries,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)
@@ -234,6 +246,7 @@ class Gateway:
         self.resolver.replace(catalog)
         self.models_view.replace(catalog)
         self.slo.replace(_objectives(catalog))
+        self.canaries.replace(catalog)
 
     def _observe_latency(self, batch: Sequence[Finished]) -> None:
         """Feeds the SLO tracker and the TPOT histogram from finished requests (off the

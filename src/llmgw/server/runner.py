@@ -117,9 +117,15 @@ class Tenancy:
 
 def needs_store(settings: Settings) -> bool:
     """Auth keeps keys and usage in the store; the control plane its runtime catalog,
-    lease and secret; webhooks their deliveries. A router-only server without auth or
-    webhooks has nothing to keep."""
-    return settings.auth.enabled or settings.control_plane_mode or bool(settings.notify.webhooks)
+    lease and secret; webhooks their deliveries. A canary needs the admin API (where an
+    operator resets a rolled-back candidate), which the store brings. A router-only
+    server without any of those has nothing to keep."""
+    return (
+        settings.auth.enabled
+        or settings.control_plane_mode
+        or bool(settings.notify.webhooks)
+        or any(m.canary is not None and m.canary.model for m in settings.models)
+    )
 
 
 def needs_admin_token(settings: Settings) -> bool:
@@ -305,7 +311,7 @@ async def _serve_with(
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
-            api.router = RouterRoutes(gateway.endpoints, gateway.clock)
+            api.router = RouterRoutes(gateway.endpoints, gateway.clock, canaries=gateway.canaries)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()
@@ -324,6 +330,7 @@ async def _serve_with(
             events = outbox
             if tenancy.gate is not None:
                 tenancy.gate.events = outbox
+            gateway.canaries.events = outbox
         control = await start_control(
             settings,
             gateway,

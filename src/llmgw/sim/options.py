@@ -88,6 +88,10 @@ class SimOptions(Strict):
     fault_after: int = Field(default=0, ge=0)
     fault_stream_tokens: int = Field(default=1, ge=0)
     hang_s: float = Field(default=300.0, gt=0)
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of generation requests answered 500, spread evenly (llmgw.sim.quality)."""
+    ttft_factor: float = Field(default=1.0, ge=1, le=1000)
+    """How many times as late the first token comes as it would (llmgw.sim.quality)."""
     recent_requests: int = Field(default=10000, ge=0)
 
     @model_validator(mode="after")

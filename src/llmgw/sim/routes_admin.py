@@ -5,6 +5,9 @@
   `traceparent` of the last API request);
 - `GET /sim/fault` and `POST /sim/fault {"mode", "after", "stream_tokens", "duration_s"}`:
   read or switch the fault at run time, so a test can break a running replica;
+- `GET /sim/quality` and `POST /sim/quality {"error_rate", "ttft_factor"}`: read or
+  change the replica's quality (llmgw.sim.quality), as a canary's judge sees it
+  (`/sim/state` adds `requests`: generation requests since it was set, failed ones too);
 - `GET /sim/requests?limit=N`: the simulated timings of the last finished requests,
   which `bench/sim/overhead.py` compares with what a client observed.
 
@@ -23,6 +26,7 @@ from aiohttp import web
 from llmgw.sim.faults import FaultSetting
 from llmgw.sim.options import FaultMode
 from llmgw.sim.protocol import bad_request, parse_json
+from llmgw.sim.quality import check_quality
 from llmgw.sim.scheduler import Job
 from llmgw.sim.state import SIM_STATE, SimState
 
@@ -114,6 +118,29 @@ async def post_fault(request: web.Request) -> web.Response:
     return _json(setting.describe())
 
 
+async def get_quality(request: web.Request) -> web.Response:
+    """The replica's error rate and TTFT factor."""
+    return _json(request.app[SIM_STATE].quality.quality.describe())
+
+
+async def post_quality(request: web.Request) -> web.Response:
+    """Change the error rate and TTFT factor at run time; a field left out keeps its value."""
+    state = request.app[SIM_STATE]
+    body = parse_json(await request.read())
+    unknown = set(body) - {"error_rate", "ttft_factor"}
+    if unknown:
+        raise bad_request(f"{sorted(unknown)[0]}: unknown field; send error_rate, ttft_factor")
+    now = state.quality.quality
+    try:
+        quality = check_quality(
+            body.get("error_rate", now.error_rate), body.get("ttft_factor", now.ttft_factor)
+        )
+    except ValueError as exc:
+        raise bad_request(str(exc), str(exc).split(":", 1)[0]) from None
+    state.quality.set(quality)
+    return _json(quality.describe())
+
+
 async def get_state(request: web.Request) -> web.Response:
     """Counters for tests: traffic, queue, prefix cache, fault, readiness."""
     state = request.app[SIM_STATE]
@@ -140,6 +167,7 @@ async def get_state(request: web.Request) -> web.Response:
                 "evictions": engine.pool.evictions,
             },
             "fault": state.faults.setting.describe(),
+            "quality": {**state.quality.quality.describe(), "requests": state.quality.seen},
             "listening": state.listener.is_open if state.listener is not None else True,
             "last_traceparent": state.last_traceparent,
         }
@@ -186,4 +214,6 @@ def add_admin_routes(app: web.Application) -> None:
     app.router.add_get("/sim/state", get_state)
     app.router.add_get("/sim/fault", get_fault)
     app.router.add_post("/sim/fault", post_fault)
+    app.router.add_get("/sim/quality", get_quality)
+    app.router.add_post("/sim/quality", post_quality)
     app.router.add_get("/sim/requests", get_requests)

@@ -3,7 +3,8 @@
 A request is parsed, its prompt rendered and tokenized, its answer planned (textgen),
 and the job handed to the engine; the handler then writes what the engine releases.
 The fault in force is applied here: a status answer, a hang before headers, a stream
-that stops or is cut after a few tokens, or the process exiting. A client that goes
+that stops or is cut after a few tokens, or the process exiting; and the replica's
+quality (llmgw.sim.quality): its share of 500s and its slower first token. A client that goes
 away cancels the job (aiohttp cancels the handler), so its blocks are freed at once.
 """
 
@@ -117,6 +118,12 @@ async def _generate(
     if action is Action.HANG_HEADERS:
         await asyncio.sleep(state.options.hang_s)
         return _drop(request)
+    quality = state.quality
+    if action is Action.SERVE and quality.on_request():
+        raise ApiError(500, "the sim engine is set to fail this share of requests (error_rate)")
+    if quality.quality.ttft_factor > 1:
+        cost = state.engine.scheduler.cost
+        await asyncio.sleep(quality.extra_wait_s(cost.prefill_s(len(prompt_ids)) + cost.decode_step_s(1)))
     stream = state.engine.start(
         prompt_ids,
         plan,

@@ -19,6 +19,7 @@ from aiohttp import web
 from llmgw.sim.engine import Clock, SimEngine
 from llmgw.sim.faults import FaultSetting, FaultState
 from llmgw.sim.options import FaultMode, SimOptions
+from llmgw.sim.quality import Quality, QualityState
 
 # Exit status of a sim that exits on purpose (the exit-after fault), so a supervisor
 # can tell it from a crash (1) or a clean stop (0).
@@ -43,6 +44,7 @@ class SimState:
     options: SimOptions
     engine: SimEngine
     faults: FaultState
+    quality: QualityState
     ready_at: float
     exit_process: Callable[[int], None]
     clock: Clock = time.perf_counter
@@ -70,6 +72,7 @@ class SimState:
             options=options,
             engine=SimEngine(options, clock),
             faults=FaultState(setting, now),
+            quality=QualityState(Quality(options.error_rate, options.ttft_factor)),
             ready_at=now + options.startup_delay_s,
             exit_process=exit_process,
             clock=clock,

@@ -166,13 +166,13 @@ def test_a_catalog_field_is_named_by_its_model() -> None:
         "name": "chat",
         "source": "org/chat",
         "profiles": [profile],
-        "canary": {"model": "chat-next", "percent": 5},
+        "eval": {"suite": "arithmetic"},
     }
     candidate = {"name": "chat-next", "source": "org/chat-next", "profiles": [profile]}
     found = inert_in_use(_load({**_ROUTER_ONLY, "models": [model, candidate]}))
     assert [f.path for f in found if f.path.startswith("models")] == [
         "models[chat].profiles[0].kv_events",
-        "models[chat].canary",
+        "models[chat].eval",
         "models[chat-next].profiles[0].kv_events",
     ]
 
