@@ -186,6 +186,11 @@ async def seed_0011(conn: AsyncConnection) -> None:
     await seed_0010(conn)
 
 
+async def seed_0012(conn: AsyncConnection) -> None:
+    """The 0011 rows as 0012 holds them (0013 adds files and batches, which start empty)."""
+    await seed_0011(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -198,6 +203,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0009": seed_0009,
     "0010": seed_0010,
     "0011": seed_0011,
+    "0012": seed_0012,
 }
 
 
