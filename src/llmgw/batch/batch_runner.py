@@ -5,7 +5,8 @@ files made into files of the owner's when it ends.
 
 Lines refused for want of capacity or by a rate limit (429, 503) wait and try again:
 a batch has its 24 hours, and what it must not do is turn a busy moment into failed
-lines. Any other answer is the line's result.
+lines. Any other answer is the line's result, a spent budget (429 insufficient_quota)
+included.
 """
 
 from __future__ import annotations
@@ -98,7 +99,21 @@ class BatchRun:
             if batch["status"] == objects.VALIDATING:
                 batch = await self._save(objects.moved(batch, objects.IN_PROGRESS, self._clock()), progress)
             if batch["status"] == objects.IN_PROGRESS:
-                ended = await self._lines(batch, row.key_hash, progress)
+                try:
+                    ended = await self._lines(batch, row.key_hash, progress)
+                except FileNotFoundError:
+                    ended = objects.FAILED
+                    batch["errors"] = {
+                        "object": "list",
+                        "data": [
+                            {
+                                "code": "input_file_missing",
+                                "message": f"the input file {batch['input_file_id']} was deleted",
+                                "param": "input_file_id",
+                                "line": None,
+                            }
+                        ],
+                    }
                 batch = await self._save(objects.moved(batch, objects.FINALIZING, self._clock()), progress)
             elif batch["status"] == objects.CANCELLING:
                 ended = objects.CANCELLED
@@ -202,7 +217,7 @@ class BatchRun:
             captured = Captured(payload)
             await self._serve_as(scope, captured, principal, self._rules.band)
             status = captured.status or 500
-            if status not in _RETRY_STATUSES:
+            if not _retryable(status, captured.answer):
                 break
             await asyncio.sleep(_retry_wait(captured.header("retry-after")))
         answer = captured.answer
@@ -306,6 +321,19 @@ def _retry_wait(header: str | None) -> float:
     except ValueError:
         wait = 1.0
     return min(max(wait, 0.1), _MAX_RETRY_WAIT_S) if math.isfinite(wait) else 1.0
+
+
+def _retryable(status: int, answer: bytes) -> bool:
+    """A refusal that passes with time: no capacity, or a rate limit, but not a spent
+    budget (429 of type insufficient_quota), which does not come back within a wait."""
+    if status not in _RETRY_STATUSES:
+        return False
+    try:
+        body = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return True
+    error = body.get("error") if isinstance(body, dict) else None
+    return not (isinstance(error, dict) and error.get("type") == "insufficient_quota")
 
 
 def _error_of(body: object, status: int) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _start(site: Site, engine: SimEngineProcess) -> GatewayProcess:
         },
         "endpoints": [endpoint("sim-1", engine, "chat-a")],
     }
-    return start_gateway(config, env={**os.environ, "STATE_DIRECTORY": str(site.state)})
+    return start_gateway(config, timeout=90, env={**os.environ, "STATE_DIRECTORY": str(site.state)})
 
 
 def _site(root: Path) -> Site:
@@ -87,6 +87,7 @@ class Deployment:
     engine: SimEngineProcess
     alice: openai.OpenAI
     bob: openai.OpenAI
+    site: Site
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         try:
             alice = _client(gateway, _project_key(gateway, site.token_file, "alice"))
             bob = _client(gateway, _project_key(gateway, site.token_file, "bob"))
-            yield Deployment(gateway, engine, alice, bob)
+            yield Deployment(gateway, engine, alice, bob, site)
         finally:
             _stop(gateway)
     finally:
@@ -133,6 +134,22 @@ def _wait_final(client: openai.OpenAI, batch_id: str, timeout: float = WAIT_S) -
 
 def _lines_of(client: openai.OpenAI, file_id: str) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in client.files.content(file_id).read().splitlines() if line.strip()]
+
+
+def _usage_tagged(deployment: Deployment, batch_id: str) -> int:
+    """How many usage records carry the batch's tag, once they reach the store."""
+    token = deployment.site.token_file.read_text().strip()
+    deadline = time.monotonic() + WAIT_S
+    with httpx.Client(base_url=deployment.gateway.admin_url, timeout=10) as admin:
+        while True:
+            answer = admin.get(
+                "/api/usage/records", params={"limit": "1000"}, headers={"authorization": f"Bearer {token}"}
+            )
+            assert answer.status_code == 200, answer.text
+            tagged = [r for r in answer.json()["data"] if r["tags"].get("batch") == batch_id]
+            if len(tagged) >= 10 or time.monotonic() > deadline:
+                return len(tagged)
+            time.sleep(0.1)
 
 
 # --- files ---------------------------------------------------------------------------
@@ -195,6 +212,14 @@ def test_a_file_over_the_limit_is_413_and_not_kept(deployment: Deployment) -> No
     assert {f.id for f in client.files.list()} == before
 
 
+def test_a_file_declared_far_over_the_limit_is_413_before_its_body(deployment: Deployment) -> None:
+    with pytest.raises(openai.APIStatusError) as refused:
+        deployment.alice.files.create(
+            file=("huge.bin", b"z" * (16 * MAX_FILE_BYTES), "application/octet-stream"), purpose="user_data"
+        )
+    assert refused.value.status_code == 413
+
+
 def test_a_wrong_purpose_is_400(deployment: Deployment) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         deployment.alice.files.create(file=("a.txt", b"a", "text/plain"), purpose="fine-tune")
@@ -238,6 +263,7 @@ def test_a_batch_runs_every_good_line_and_files_the_bad_one(deployment: Deployme
     assert errors[0]["error"]["code"] == "invalid_url"
     assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
     assert batch.id in [b.id for b in client.batches.list()]
+    assert _usage_tagged(deployment, batch.id) == len(good)
     with pytest.raises(openai.NotFoundError):
         deployment.bob.batches.retrieve(batch.id)
     with pytest.raises(openai.NotFoundError):
