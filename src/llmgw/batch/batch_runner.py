@@ -51,6 +51,11 @@ class RunRules:
     concurrency: int
     band: str | None
     retain_s: float
+    runner: str
+    """This gateway's name in a batch's lease."""
+    lease_s: float
+    shared: bool
+    """Other gateways share the store: a lease another holds is respected."""
 
 
 def read_lines(path: Path) -> Iterator[list[bytes]]:
@@ -87,9 +92,27 @@ class BatchRun:
         self._rules = rules
         self._clock = clock
         self.cancelling = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._halt = asyncio.Event()
         self._write = asyncio.Lock()
 
+    def cancel(self) -> None:
+        self.cancelling.set()
+        self._halt.set()
+
     async def run(self) -> None:
+        rules = self._rules
+        if not await self._repo.claim(
+            self.batch_id, rules.runner, self._clock(), rules.lease_s, force=not rules.shared
+        ):
+            return  # another gateway runs it
+        try:
+            await self._run()
+        finally:
+            if not self._lost.is_set():
+                await self._repo.release(self.batch_id, rules.runner)
+
+    async def _run(self) -> None:
         row = await self._repo.batch(None, self.batch_id)
         if row is None:
             return
@@ -114,6 +137,8 @@ class BatchRun:
                             }
                         ],
                     }
+                if ended == _LOST:
+                    return  # another gateway took the batch over and runs the rest
                 batch = await self._save(objects.moved(batch, objects.FINALIZING, self._clock()), progress)
             elif batch["status"] == objects.CANCELLING:
                 ended = objects.CANCELLED
@@ -145,9 +170,9 @@ class BatchRun:
                         await self._bad(index, verdict, progress)
                         continue
                     await slots.acquire()
-                    if self.cancelling.is_set():
+                    if self._halt.is_set():
                         slots.release()
-                        raise _Stop(objects.CANCELLED)
+                        raise _Stop(self._halted())
                     if self._clock() >= float(batch["expires_at"]):
                         slots.release()
                         raise _Stop(objects.EXPIRED)
@@ -155,11 +180,11 @@ class BatchRun:
                     running.add(task)
                     task.add_done_callback(running.discard)
             while running:
-                stop = asyncio.create_task(self.cancelling.wait())
+                stop = asyncio.create_task(self._halt.wait())
                 await asyncio.wait({*running, stop}, return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
-                if self.cancelling.is_set():
-                    raise _Stop(objects.CANCELLED)
+                if self._halt.is_set():
+                    raise _Stop(self._halted())
         except _Stop as stop_reason:
             ended = stop_reason.status
         finally:
@@ -235,9 +260,20 @@ class BatchRun:
         async with self._write:
             await asyncio.to_thread(progress.record, index, ok, line)
 
+    def _halted(self) -> str:
+        return _LOST if self._lost.is_set() else objects.CANCELLED
+
     async def _keep_saving(self, batch: dict[str, Any], progress: Progress) -> None:
+        """Renews the lease and writes the counts, every `_SAVE_EVERY_S`; a lease another
+        gateway took over stops the lines here (that one runs them from the progress)."""
+        rules = self._rules
         while True:
             await asyncio.sleep(_SAVE_EVERY_S)
+            if not await self._repo.renew(self.batch_id, rules.runner, self._clock() + rules.lease_s):
+                log.warning("batch %s was taken over by another gateway; it stops here", self.batch_id)
+                self._lost.set()
+                self._halt.set()
+                return
             await self._save(batch, progress)
 
     async def _save(self, batch: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -252,7 +288,7 @@ class BatchRun:
             and stored.status == objects.CANCELLING
             and batch["status"] == objects.IN_PROGRESS
         ):
-            self.cancelling.set()
+            self.cancel()
             batch = objects.moved(batch, objects.CANCELLING, self._clock())
             batch["request_counts"] = counts
         await self._repo.save_batch(
@@ -298,6 +334,10 @@ class BatchRun:
         expires = now + self._rules.retain_s
         await self._repo.add_file(FileRow(file_id, owner, "batch_output", name, size, now, expires))
         return True
+
+
+_LOST = "lost"
+"""How the lines end when another gateway took the batch over: not a batch status."""
 
 
 class _Stop(Exception):

@@ -33,6 +33,8 @@ from llmgw.store.batch_files import BatchFilesRepo
 log = logging.getLogger(__name__)
 
 _SWEEP_S = 3600.0
+LEASE_S = 30.0
+"""How long a batch stays with a gateway that stopped renewing its lease (each second)."""
 _SWEEP_BATCH = 500
 _DAY_S = 86400.0
 
@@ -52,17 +54,25 @@ class BatchService:
         repo: BatchFilesRepo,
         gate: AuthGate,
         state_dir: Path,
+        *,
+        shared: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`shared`: other gateways use the store too (PostgreSQL), so a batch runs under
+        a lease and one whose gateway stopped renewing is taken over."""
         limits = settings.router.batch
         self._repo = repo
         self._gate = gate
         self._clock = clock
         self.disk = FileDisk(state_dir)
+        self._shared = shared
         self._rules = RunRules(
             concurrency=limits.effective_concurrency,
             band=lowest_band(settings),
             retain_s=limits.effective_retain_days * _DAY_S,
+            runner=objects.new_id("gw-"),
+            lease_s=LEASE_S,
+            shared=shared,
         )
         self._serve_as: ServeAs | None = None
         self._runs: dict[str, tuple[BatchRun, asyncio.Task[None]]] = {}
@@ -81,10 +91,27 @@ class BatchService:
         """Prepares the directories, takes up the batches a stopped gateway left
         unfinished, and starts the sweep."""
         await asyncio.to_thread(self.disk.prepare)
+        await self._take_up()
+        tasks = [asyncio.create_task(self._sweep(), name="batch-sweep")]
+        if self._shared:
+            tasks.append(asyncio.create_task(self._watch_leases(), name="batch-leases"))
+        return tasks
+
+    async def _take_up(self) -> None:
+        """Starts every unfinished batch not running here; one another gateway holds a
+        live lease on stops again at once (`BatchRun.run` claims first)."""
         for row in await self._repo.batches_in(objects.UNFINISHED):
-            log.info("batch %s resumes (%s)", row.id, row.status)
-            self.launch(row.id)
-        return [asyncio.create_task(self._sweep(), name="batch-sweep")]
+            if row.id not in self._runs:
+                log.info("batch %s taken up (%s)", row.id, row.status)
+                self.launch(row.id)
+
+    async def _watch_leases(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_S / 2)
+            try:
+                await self._take_up()
+            except StoreError:
+                log.warning("batch leases could not be read from the store; tried again shortly")
 
     def launch(self, batch_id: str) -> None:
         serve_as = self._serve_as
@@ -99,7 +126,7 @@ class BatchService:
     def cancel(self, batch_id: str) -> None:
         running = self._runs.get(batch_id)
         if running is not None:
-            running[0].cancelling.set()
+            running[0].cancel()
         else:
             self.launch(batch_id)  # not running here: finish it as cancelled
 

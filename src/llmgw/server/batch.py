@@ -37,4 +37,4 @@ def batch_service(
         log.warning("files and batches are not served: no state directory to keep files in")
         return None
     log.info("files and batches served at /v1/files and /v1/batches, bytes under %s", state_dir)
-    return BatchService(settings, store.batch, gate, state_dir)
+    return BatchService(settings, store.batch, gate, state_dir, shared=store.shared)

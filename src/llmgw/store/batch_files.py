@@ -18,6 +18,8 @@ from llmgw.store.engine import transaction
 
 _FILES = schema.batch_files
 _JOBS = schema.batch_jobs
+# Statuses of a batch still to be run or finished (llmgw.batch.batch_objects names them).
+_UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,39 @@ class BatchFilesRepo:
         async with transaction(self._engine) as conn:
             await conn.execute(
                 _JOBS.update().where(_JOBS.c.id == batch_id).values(status=status, body=body, updated_at=now)
+            )
+
+    async def claim(self, batch_id: str, runner: str, now: float, ttl_s: float, *, force: bool) -> bool:
+        """Makes `runner` the gateway running an unfinished batch until `now + ttl_s`,
+        unless another holds an unexpired lease (`force`: take it regardless, where no
+        other gateway shares the store); whether it did."""
+        free = (_JOBS.c.runner.is_(None)) | (_JOBS.c.runner == runner) | (_JOBS.c.lease_until < now)
+        condition = (_JOBS.c.id == batch_id) & _JOBS.c.status.in_(list(_UNFINISHED))
+        if not force:
+            condition = condition & free
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(
+                _JOBS.update().where(condition).values(runner=runner, lease_until=now + ttl_s)
+            )
+        return result.rowcount > 0
+
+    async def renew(self, batch_id: str, runner: str, until: float) -> bool:
+        """Extends the lease `runner` holds; False once another gateway took it over."""
+        async with transaction(self._engine) as conn:
+            result = await conn.execute(
+                _JOBS.update()
+                .where((_JOBS.c.id == batch_id) & (_JOBS.c.runner == runner))
+                .values(lease_until=until)
+            )
+        return result.rowcount > 0
+
+    async def release(self, batch_id: str, runner: str) -> None:
+        """Gives the lease up (a gateway stopping), so another may take the batch at once."""
+        async with transaction(self._engine) as conn:
+            await conn.execute(
+                _JOBS.update()
+                .where((_JOBS.c.id == batch_id) & (_JOBS.c.runner == runner))
+                .values(runner=None, lease_until=None)
             )
 
     async def batches_in(self, statuses: Sequence[str]) -> list[BatchRow]:

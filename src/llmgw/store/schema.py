@@ -388,7 +388,10 @@ batch_files = sa.Table(
 
 # Batches (added by migration 0013): one row per batch, its state machine and counts.
 # `body` is the rest of the batch object as JSON (metadata, errors, the file ids);
-# `key_hash` names the key that created it, whose rights its requests run with.
+# `key_hash` names the key that created it, whose rights its requests run with;
+# `runner` the gateway running it until `lease_until` (renewed while it runs), so on a
+# shared store one gateway runs a batch at a time and another takes it over when that
+# one stops renewing.
 batch_jobs = sa.Table(
     "batch_jobs",
     metadata,
@@ -399,6 +402,8 @@ batch_jobs = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("created_at", Seconds, nullable=False),
     sa.Column("updated_at", Seconds, nullable=False),
+    sa.Column("runner", sa.Text, nullable=True),
+    sa.Column("lease_until", Seconds, nullable=True),
     sa.Index("ix_batch_jobs_owner", "owner", "created_at"),
     sa.Index("ix_batch_jobs_status", "status"),
 )

@@ -1,5 +1,6 @@
 """Files and batches of the OpenAI Files and Batch APIs (llmgw.batch): file metadata
-(the bytes live under the state directory) and each batch's state.
+(the bytes live under the state directory), each batch's state and the lease of the
+gateway running it.
 
 Revision ID: 0013
 Revises: 0012
@@ -40,6 +41,8 @@ def upgrade() -> None:
         sa.Column("body", sa.Text, nullable=False),
         sa.Column("created_at", _SECONDS, nullable=False),
         sa.Column("updated_at", _SECONDS, nullable=False),
+        sa.Column("runner", sa.Text, nullable=True),
+        sa.Column("lease_until", _SECONDS, nullable=True),
     )
     op.create_index("ix_batch_jobs_owner", "batch_jobs", ["owner", "created_at"])
     op.create_index("ix_batch_jobs_status", "batch_jobs", ["status"])
