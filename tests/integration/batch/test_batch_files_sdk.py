@@ -50,7 +50,10 @@ def _start(site: Site, engine: SimEngineProcess) -> GatewayProcess:
         },
         "endpoints": [endpoint("sim-1", engine, "chat-a")],
     }
-    return start_gateway(config, timeout=90, env={**os.environ, "STATE_DIRECTORY": str(site.state)})
+    # At info, so the access log (each line's band) is in the server's log.
+    return start_gateway(
+        config, timeout=90, env={**os.environ, "STATE_DIRECTORY": str(site.state)}, log_level="info"
+    )
 
 
 def _site(root: Path) -> Site:
@@ -264,6 +267,12 @@ def test_a_batch_runs_every_good_line_and_files_the_bad_one(deployment: Deployme
     assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
     assert batch.id in [b.id for b in client.batches.list()]
     assert _usage_tagged(deployment, batch.id) == len(good)
+    # Each line waited in the lowest admission band (bronze of the default bands).
+    log_lines = deployment.gateway.log().splitlines()
+    for line in output:
+        logged = [entry for entry in log_lines if line["id"] in entry]
+        assert logged, line["id"]
+        assert all("bronze" in entry for entry in logged), logged
     with pytest.raises(openai.NotFoundError):
         deployment.bob.batches.retrieve(batch.id)
     with pytest.raises(openai.NotFoundError):
