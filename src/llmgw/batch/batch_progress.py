@@ -66,17 +66,30 @@ class Progress:
     def record(self, index: int, ok: bool, line: bytes) -> None:
         """Writes one line's result to the output (`ok`) or error file, then its record;
         the line counts as done once both are on disk."""
-        target = self._output if ok else self._errors
-        target.write(line + b"\n")
-        _sync(target)
-        record = f"{index} {int(ok)} {self._output.tell()} {self._errors.tell()}\n"
-        self._progress.write(record.encode())
+        self.record_many([(index, ok, line)])
+
+    def record_many(self, results: list[tuple[int, bool, bytes]]) -> None:
+        """Several lines' results at once: all results written and synced, then all
+        their records, each naming the ends of the files after its own result."""
+        records = []
+        wrote_output = wrote_errors = False
+        for index, ok, line in results:
+            target = self._output if ok else self._errors
+            target.write(line + b"\n")
+            wrote_output, wrote_errors = wrote_output or ok, wrote_errors or not ok
+            records.append(f"{index} {int(ok)} {self._output.tell()} {self._errors.tell()}\n")
+        if wrote_output:
+            _sync(self._output)
+        if wrote_errors:
+            _sync(self._errors)
+        self._progress.write("".join(records).encode())
         _sync(self._progress)
-        self.done.add(index)
-        if ok:
-            self.completed += 1
-        else:
-            self.failed += 1
+        for index, ok, _ in results:
+            self.done.add(index)
+            if ok:
+                self.completed += 1
+            else:
+                self.failed += 1
 
     def close(self) -> None:
         for handle in (self._output, self._errors, self._progress):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from llmgw.batch import batch_objects as objects
 from llmgw.batch.batch_capture import Captured, LineHeaders, LineScope
 from llmgw.batch.batch_lines import BadLine, Line, check_line
 from llmgw.batch.batch_progress import Progress
+from llmgw.batch.batch_writer import ResultWriter
 from llmgw.batch.files_disk import FileDisk
 from llmgw.store.batch_files import BatchFilesRepo, FileRow
 
@@ -58,7 +59,7 @@ class RunRules:
     """Other gateways share the store: a lease another holds is respected."""
 
 
-def read_lines(path: Path) -> Iterator[list[bytes]]:
+def read_lines(path: Path) -> Generator[list[bytes]]:
     """The file's lines, a few hundred at a time (each batch one hop to a thread)."""
     with path.open("rb") as handle:
         chunk: list[bytes] = []
@@ -94,7 +95,8 @@ class BatchRun:
         self.cancelling = asyncio.Event()
         self._lost = asyncio.Event()
         self._halt = asyncio.Event()
-        self._write = asyncio.Lock()
+        self._writer: ResultWriter | None = None
+        self._failure: BaseException | None = None
 
     def cancel(self) -> None:
         self.cancelling.set()
@@ -155,11 +157,12 @@ class BatchRun:
         slots = asyncio.Semaphore(self._rules.concurrency)
         running: set[asyncio.Task[None]] = set()
         seen: set[str] = set()
+        writer = self._writer = ResultWriter(progress)
         saver = asyncio.create_task(self._keep_saving(batch, progress))
         index = -1
         ended = objects.COMPLETED
+        chunks = read_lines(source)
         try:
-            chunks = read_lines(source)
             while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
                 for raw in chunk:
                     index += 1
@@ -179,6 +182,7 @@ class BatchRun:
                     task = asyncio.create_task(self._one(index, verdict, key_hash, progress, slots, endpoint))
                     running.add(task)
                     task.add_done_callback(running.discard)
+                    task.add_done_callback(self._line_ended)
             while running:
                 stop = asyncio.create_task(self._halt.wait())
                 await asyncio.wait({*running, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -191,7 +195,18 @@ class BatchRun:
             for task in (*running, saver):
                 task.cancel()
             await asyncio.gather(*running, saver, return_exceptions=True)
+            # Results of lines that finished are written even when the rest stop.
+            await writer.close()
+            self._writer = None
+            await asyncio.to_thread(chunks.close)
         return ended
+
+    def _line_ended(self, task: asyncio.Task[None]) -> None:
+        """A line that failed to run or to be recorded (not an answer: a fault of the
+        gateway's, like a full disk) stops the batch here; it resumes at the next start."""
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+            self._halt.set()
 
     async def _one(
         self,
@@ -257,10 +272,13 @@ class BatchRun:
         await self._record(index, False, orjson.dumps(record), progress)
 
     async def _record(self, index: int, ok: bool, line: bytes, progress: Progress) -> None:
-        async with self._write:
-            await asyncio.to_thread(progress.record, index, ok, line)
+        writer = self._writer
+        assert writer is not None  # lines run only inside `_lines`
+        await writer.put(index, ok, line)
 
     def _halted(self) -> str:
+        if self._failure is not None:
+            raise self._failure
         return _LOST if self._lost.is_set() else objects.CANCELLED
 
     async def _keep_saving(self, batch: dict[str, Any], progress: Progress) -> None:

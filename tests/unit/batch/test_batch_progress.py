@@ -48,3 +48,14 @@ def test_a_result_file_already_moved_away_stays_empty(tmp_path: Path) -> None:
     again = Progress(tmp_path)
     assert again.output_path.stat().st_size == 0
     again.close()
+
+
+def test_results_written_as_a_group_each_name_their_own_ends(tmp_path: Path) -> None:
+    progress = Progress(tmp_path)
+    progress.record_many([(0, True, b"a"), (1, False, b"b"), (2, True, b"c")])
+    progress.close()
+    records = (tmp_path / PROGRESS).read_text().splitlines()
+    assert records == ["0 1 2 0", "1 0 2 2", "2 1 4 2"]
+    again = Progress(tmp_path)
+    assert (again.done, again.completed, again.failed) == ({0, 1, 2}, 2, 1)
+    again.close()
