@@ -152,12 +152,20 @@ class BatchService:
         finally:
             self._runs.pop(run.batch_id, None)
 
+    async def sweep_once(self) -> int:
+        """Removes the files past their retention (batch results after `retain_days`),
+        their rows first so none is listed without its bytes; returns how many."""
+        removed = 0
+        for row in await self._repo.expired_files(self._clock(), _SWEEP_BATCH):
+            await self._repo.delete_file(row.owner, row.id)
+            await asyncio.to_thread(self.disk.remove, row.id)
+            removed += 1
+        return removed
+
     async def _sweep(self) -> None:
         while True:
             try:
-                for row in await self._repo.expired_files(self._clock(), _SWEEP_BATCH):
-                    await self._repo.delete_file(row.owner, row.id)
-                    await asyncio.to_thread(self.disk.remove, row.id)
+                await self.sweep_once()
             except StoreError:
                 log.warning("the file sweep could not reach the store; it tries again later")
             with contextlib.suppress(asyncio.TimeoutError):

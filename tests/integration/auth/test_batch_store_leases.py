@@ -6,9 +6,12 @@ renewing it."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from auth_store_helpers import opened
+from auth_store_helpers import opened, settings
 
+from llmgw.auth.gate import AuthGate
+from llmgw.batch import BatchService
 from llmgw.store.batch_files import BatchRow, FileRow
 
 
@@ -54,5 +57,30 @@ def test_a_batch_lease_holds_until_it_lapses_or_is_given_up(store_location: str)
             assert not await repo.claim("batch_1", "gw-e", 999.0, 30.0, force=True)
             assert [b.id for b in await repo.batches_in(["in_progress"])] == []
             assert await repo.batch("project:b", "batch_1") is None
+
+    asyncio.run(scenario())
+
+
+def test_the_sweep_removes_result_files_past_their_retention(store_location: str, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with opened(store_location) as store:
+            now = [100.0]
+            config = settings()
+            service = BatchService(
+                config, store.batch, AuthGate(config, store), tmp_path, clock=lambda: now[0]
+            )
+            await asyncio.to_thread(service.disk.prepare)
+            for file_id, expires in (("file-old", 150.0), ("file-kept", None)):
+                service.disk.path(file_id).write_bytes(b"x")
+                await store.batch.add_file(
+                    FileRow(file_id, "project:a", "batch_output", "f", 1, 1.0, expires)
+                )
+            assert await service.sweep_once() == 0
+            now[0] = 150.0
+            assert await service.sweep_once() == 1
+            assert await store.batch.file("project:a", "file-old") is None
+            assert not service.disk.path("file-old").exists()
+            assert await store.batch.file("project:a", "file-kept") is not None
+            assert service.disk.path("file-kept").exists()
 
     asyncio.run(scenario())

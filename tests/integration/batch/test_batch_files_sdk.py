@@ -236,7 +236,11 @@ def test_a_batch_runs_every_good_line_and_files_the_bad_one(deployment: Deployme
     client = deployment.alice
     good = [_line(f"req-{i}") for i in range(10)]
     bad = _line("wrong-url", url="/v1/embeddings")
-    source = client.files.create(file=("in.jsonl", _jsonl([*good[:5], bad, *good[5:]])), purpose="batch")
+    unknown = _line("unknown-model")
+    unknown["body"]["model"] = "no-such-model"
+    source = client.files.create(
+        file=("in.jsonl", _jsonl([*good[:5], bad, *good[5:], unknown])), purpose="batch"
+    )
     batch = client.batches.create(
         input_file_id=source.id,
         endpoint="/v1/chat/completions",
@@ -248,9 +252,9 @@ def test_a_batch_runs_every_good_line_and_files_the_bad_one(deployment: Deployme
     assert done.status == "completed", done
     assert done.request_counts is not None
     assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (
-        11,
+        12,
         10,
-        1,
+        2,
     )
     assert done.metadata == {"run": "t1"}
     assert done.output_file_id
@@ -261,9 +265,14 @@ def test_a_batch_runs_every_good_line_and_files_the_bad_one(deployment: Deployme
         assert line["response"]["status_code"] == 200
         assert line["response"]["body"]["choices"]
         assert line["id"].startswith("batch_req_")
-    errors = _lines_of(client, done.error_file_id)
-    assert [line["custom_id"] for line in errors] == ["wrong-url"]
-    assert errors[0]["error"]["code"] == "invalid_url"
+    errors = {line["custom_id"]: line for line in _lines_of(client, done.error_file_id)}
+    assert set(errors) == {"wrong-url", "unknown-model"}
+    assert errors["wrong-url"]["error"]["code"] == "invalid_url"
+    assert errors["wrong-url"]["response"] is None
+    # A line the gateway refuses is answered as a client would be: 404 for an unknown model.
+    refused = errors["unknown-model"]
+    assert refused["response"]["status_code"] == 404
+    assert refused["response"]["body"]["error"]["code"] == refused["error"]["code"]
     assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
     assert batch.id in [b.id for b in client.batches.list()]
     assert _usage_tagged(deployment, batch.id) == len(good)
