@@ -330,7 +330,10 @@ def test_a_cancelled_batch_stops_with_what_it_finished(deployment: Deployment) -
 # --- restart -------------------------------------------------------------------------
 
 
-def test_a_gateway_killed_mid_batch_finishes_it_after_restart_with_each_line_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
+def test_a_gateway_stopped_mid_batch_finishes_it_after_restart_with_each_line_once(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
     engine = sim("--model", "chat-a", "--decode-ms", "5")
     gateway: GatewayProcess | None = None
     try:
@@ -351,8 +354,8 @@ def test_a_gateway_killed_mid_batch_finishes_it_after_restart_with_each_line_onc
             time.sleep(0.02)
         assert counts is not None
         assert 20 <= counts.completed < len(lines)
-        os.kill(gateway.process.pid, signal.SIGKILL)
-        gateway.process.wait(10)
+        os.kill(gateway.process.pid, stop_signal)
+        gateway.process.wait(30)
         gateway = _start(site, engine)
         client = _client(gateway, key)
         done = _wait_final(client, batch.id)
