@@ -26,10 +26,7 @@ DEFAULT_CACHE_MAX_ENTRY_BYTES = 1 * MIB
 class Batch(Strict):
     """Limits of the OpenAI-style Files and Batch endpoints, where an uploaded JSONL file
     of requests runs in the background at the lowest priority and produces a results
-    file. Requires the auth store.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    file. Requires the auth store (llmgw.batch serves them with auth on).
     """
 
     max_file_bytes: NonNegativeInt = 0

@@ -186,6 +186,23 @@ class GatewayApp:
         except ApiError as error:
             self._refuse(proto, error, request_id, route, "", scope, generation=kind is not None)
 
+    async def serve_as(
+        self, scope: Scope, proto: HTTPProtocol, principal: Principal | None, band: str | None
+    ) -> None:
+        """One generation request made inside the gateway (a batch's line, llmgw.batch)
+        on behalf of `principal`, in admission band `band` (None: the principal's own):
+        the same path as a client's, limits, budgets, guardrails and usage included,
+        without an Authorization header to check."""
+        kind = _GENERATION_ROUTES.get(scope.path)
+        if kind is None:
+            raise NotFound(f"{scope.path} is not a generation route", code="unknown_route")
+        request_id = self._request_id(scope)
+        REQUEST_ID.set(request_id)
+        try:
+            await self._generate(scope, proto, kind, request_id, None, given=(principal, band))
+        except ApiError as error:
+            self._refuse(proto, error, request_id, scope.path, "", scope, generation=True)
+
     def _refuse(
         self,
         proto: HTTPProtocol,
@@ -352,14 +369,18 @@ class GatewayApp:
         request_id: str,
         trace: RequestTrace | None,
         passed: bytes = b"",
+        given: tuple[Principal | None, str | None] | None = None,
     ) -> None:
         """One generation request; `trace` with tracing on and the request sampled,
-        `passed` the client's trace context for a replica when it is not."""
+        `passed` the client's trace context for a replica when it is not; `given` the
+        caller and band of a request made inside the gateway (`serve_as`)."""
         started = self._clock()
         # `_authenticate` without its coroutine where it would await nothing (auth off,
         # or a key used before): the usual request pays a dictionary lookup only.
         auth = self._auth
-        if trace is None or auth is None:
+        if given is not None:
+            principal = given[0]
+        elif trace is None or auth is None:
             principal = (
                 None
                 if auth is None
@@ -419,11 +440,12 @@ class GatewayApp:
                 if request.guard_flagged:
                     tags = {**request.account.tags, FLAG_TAG: request.guard_flagged}
                     request.account = request.account._replace(tags=tags)
-                band = self._flow.band(principal.band)
+                band_name = principal.band
             else:
-                band = self._flow.band(
-                    scope.headers.get(self._band_header) if self._trust_band_header else None
-                )
+                band_name = scope.headers.get(self._band_header) if self._trust_band_header else None
+            if given is not None and given[1] is not None:
+                band_name = given[1]
+            band = self._flow.band(band_name)
             request.band = band.name
             task = asyncio.current_task()
             assert task is not None

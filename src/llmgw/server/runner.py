@@ -42,6 +42,7 @@ from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.secrets.runtime import SecretsRuntime, open_secrets
 from llmgw.server import heap, notify
+from llmgw.server.batch import batch_service
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
@@ -296,6 +297,11 @@ async def _serve_with(
             gate=tenancy.gate if tenancy is not None else None,
         )
         mounts += [(prefix, web) for prefix in web.prefixes]
+        batches = (
+            batch_service(settings, tenancy.store, tenancy.gate, config_dir) if tenancy is not None else None
+        )
+        if batches is not None:
+            mounts += batches.mounts()
         gateway = Gateway(
             settings,
             auth=tenancy.gate if tenancy is not None else None,
@@ -316,6 +322,9 @@ async def _serve_with(
         for server in servers:
             await server.start()
         background = await gateway.background()
+        if batches is not None:
+            batches.attach(gateway.app.serve_as)
+            background += await batches.start()
         if tenancy is not None:
             background.append(await _guard_attachments(settings, gateway, tenancy))
         if identity is not None:
@@ -347,6 +356,8 @@ async def _serve_with(
             await stop.wait()
         finally:
             await asyncio.gather(*(s.stop(STOP_GRACE_S) for s in servers), return_exceptions=True)
+            if batches is not None:
+                await batches.close()
             if control is not None:
                 await control.close()
             for task in background:

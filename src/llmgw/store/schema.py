@@ -415,3 +415,43 @@ conversation_items = sa.Table(
     sa.Column("item", sa.Text, nullable=False),
     sa.Column("created_at", Seconds, nullable=False),
 )
+
+# Uploaded files of the Files API (added by migration 0015): the metadata only, the
+# bytes live under the gateway's state directory (llmgw.batch.files_disk). `owner` is
+# `project:ID` or `user:ID`, the caller's project or person; `expires_at` is when the
+# sweep removes a file (batch output and error files), None for kept until deleted.
+batch_files = sa.Table(
+    "batch_files",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("purpose", sa.Text, nullable=False),
+    sa.Column("filename", sa.Text, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("expires_at", Seconds, nullable=True),
+    sa.Index("ix_batch_files_owner", "owner", "created_at"),
+    sa.Index("ix_batch_files_expires", "expires_at"),
+)
+
+# Batches (added by migration 0015): one row per batch, its state machine and counts.
+# `body` is the rest of the batch object as JSON (metadata, errors, the file ids);
+# `key_hash` names the key that created it, whose rights its requests run with;
+# `runner` the gateway running it until `lease_until` (renewed while it runs), so on a
+# shared store one gateway runs a batch at a time and another takes it over when that
+# one stops renewing.
+batch_jobs = sa.Table(
+    "batch_jobs",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("key_hash", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", Seconds, nullable=False),
+    sa.Column("updated_at", Seconds, nullable=False),
+    sa.Column("runner", sa.Text, nullable=True),
+    sa.Column("lease_until", Seconds, nullable=True),
+    sa.Index("ix_batch_jobs_owner", "owner", "created_at"),
+    sa.Index("ix_batch_jobs_status", "status"),
+)

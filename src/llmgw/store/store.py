@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import migrate
+from llmgw.store.batch_files import BatchFilesRepo
 from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
 from llmgw.store.grants import GrantRepo
@@ -48,6 +49,7 @@ class Store:
         self.notify = NotifyRepo(engine)
         self.node_certs = NodeCertRepo(engine)
         self.responses = ResponsesRepo(engine)
+        self.batch = BatchFilesRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

@@ -197,6 +197,11 @@ async def seed_0013(conn: AsyncConnection) -> None:
     await seed_0012(conn)
 
 
+async def seed_0014(conn: AsyncConnection) -> None:
+    """The 0013 rows as 0014 holds them (0015 adds files and batches, which start empty)."""
+    await seed_0013(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -211,6 +216,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0011": seed_0011,
     "0012": seed_0012,
     "0013": seed_0013,
+    "0014": seed_0014,
 }
 
 
