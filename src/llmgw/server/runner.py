@@ -41,6 +41,7 @@ from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.secrets.runtime import SecretsRuntime, open_secrets
 from llmgw.server import heap, notify
+from llmgw.server.backups import start_backups
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
@@ -300,6 +301,9 @@ async def _serve_with(
             events = outbox
             if tenancy.gate is not None:
                 tenancy.gate.events = outbox
+        scheduled = start_backups(settings, gateway, config_dir, events)
+        if scheduled is not None:
+            background.append(scheduled)
         control = await start_control(
             settings,
             gateway,
