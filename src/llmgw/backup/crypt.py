@@ -75,3 +75,6 @@ def decrypt(archive: Path, out: Path, identities: Sequence[Any]) -> None:
             f"{archive.name} does not open with the --identity given ({exc}): give the key of one of "
             "the backup_recipients it was written for"
         ) from exc
+    except OSError as exc:
+        # The key opened its header, but the contents fail age's authentication.
+        raise BackupError(f"{archive.name} is damaged ({exc}): restore from another copy of it") from exc
