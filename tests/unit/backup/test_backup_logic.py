@@ -33,9 +33,8 @@ def test_names_carry_the_start_time_and_sort_newest_first() -> None:
     assert newest_time(["notes.txt"]) is None
 
 
-MANIFEST = Manifest(
-    created=1.0, store_kind="sqlite", schema_revision="0012", members={"store/llmgw.db": "ab", "ca/ca_file": "cd"}
-)
+MEMBERS = {"store/llmgw.db": "ab", "ca/ca_file": "cd"}
+MANIFEST = Manifest(created=1.0, store_kind="sqlite", schema_revision="0012", members=MEMBERS)
 
 
 def test_a_manifest_reads_back_and_checks_its_members() -> None:
