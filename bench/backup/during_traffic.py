@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -161,15 +162,16 @@ def main() -> None:
             check=False,
         )
         backup_end = time.monotonic()
+        archive_bytes = Path(done.stdout.splitlines()[0]).stat().st_size if done.returncode == 0 else 0
         until[0] = backup_end + args.after
         for thread in threads:
             thread.join(args.after + 60)
     finally:
         gateway.stop()
         engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
     if done.returncode != 0:
         raise SystemExit(f"the backup failed: {done.stderr}")
-    archive = Path(done.stdout.splitlines()[0])
     before = [lat for begun, lat, _ in samples if begun < backup_start]
     during = [lat for begun, lat, _ in samples if backup_start <= begun < backup_end]
     statuses = sorted({status for _, _, status in samples})
@@ -177,7 +179,7 @@ def main() -> None:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "records": args.records,
         "store_mb": round(store_bytes / 1e6, 1),
-        "archive_mb": round(archive.stat().st_size / 1e6, 1),
+        "archive_mb": round(archive_bytes / 1e6, 1),
         "backup_s": round(backup_end - backup_start, 2),
         "clients": args.clients,
         "statuses": statuses,

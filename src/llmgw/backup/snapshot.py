@@ -109,7 +109,8 @@ def replace_sqlite(location: str, copy: Path) -> None:
 def libpq_env(location: str) -> dict[str, str]:
     """The environment that points libpq's tools at `auth.store`."""
     url = make_url(location)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PG")}
+    # The operator's own PG* settings (a CA file, a service file) stand where the URL is silent.
+    env = dict(os.environ)
     pairs: Mapping[str, object] = {
         "PGHOST": url.host,
         "PGPORT": url.port,

@@ -184,6 +184,11 @@ def test_copies_go_to_a_directory_and_over_sftp_learning_the_host_and_keeping_th
         learnt = known_hosts.read_text().split()
         assert learnt[0] == f"[127.0.0.1]:{port}"
         assert learnt[2] == server.host_key.export_public_key().decode().split()[1]
+        # Known now, the host is checked against its line and let through.
+        again = cli("backup", "--config", str(config))
+        assert again.returncode == 0, again.stderr
+        assert f"copied to ssh://backup@127.0.0.1:{port}/srv/llmgw" in again.stdout
+        assert len(known_hosts.read_text().splitlines()) == 1
     finally:
         server.stop()
 
