@@ -29,6 +29,7 @@ def test_strict_refuses_to_start_on_an_inert_setting(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert run.stderr == (
-        "releases: this version has no `llmgw ctl upgrade`; nothing is downloaded from releases (refused by --strict)\n"
+        "releases: this version has no `llmgw ctl upgrade`; nothing is downloaded from releases"
+        " (refused by --strict)\n"
     )
     assert not (tmp_path / "secrets").exists()  # refused before anything was made
