@@ -132,11 +132,14 @@ def rotate_master_key(
 def backup(
     config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
 ) -> None:
-    """Write one archive of the store (keys, tenancy, limits, usage, the runtime catalog),
-    the cluster CA's files (agent_tls) and the configuration into backup_dir.
+    """Write one archive of the store, the runtime catalog and the cluster CA into backup_dir.
 
-    It is encrypted to backup_recipients with age (without any: written mode 0600),
-    copied to each backup_copy_to, and the newest backup_keep are kept everywhere.
+    The store holds keys, tenancy, limits, usage and the runtime catalog;
+    the CA is agent_tls's files; the configuration file travels too.
+
+    It is encrypted to backup_recipients with age (without any: mode 0600),
+    copied to each backup_copy_to, and the newest backup_keep kept everywhere.
+
     Safe while the server runs. See docs/operations.md#backups."""
     import asyncio  # noqa: PLC0415 (see the imports)
     import time  # noqa: PLC0415
