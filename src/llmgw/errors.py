@@ -39,6 +39,9 @@ parser, HTTP client, database driver, subprocess) are converted where they enter
                            store cannot be reached
         UpstreamUnavailable 503: every replica that could serve the request failed
                            (errors, open breakers); NoCapacity is for replicas that are full
+      BackupError          a backup could not be written or copied, or an archive cannot
+                           be restored (wrong key, damaged, a server still running); its
+                           message is one sentence naming what and the fix
       AgentError           a node agent could not do what it was asked
         AgentProtocolError a message that is not one of the agent protocol's, or a peer
                            speaking a version this side does not
@@ -292,6 +295,10 @@ class UpstreamUnavailable(ApiError):
 
 
 # --- the node agent ------------------------------------------------------------------
+
+
+class BackupError(LlmgwError):
+    """`llmgw server backup` or `restore` could not do its work; nothing half-done stays."""
 
 
 class AgentError(LlmgwError):

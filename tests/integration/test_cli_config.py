@@ -40,7 +40,7 @@ models:
 """
 
 INERT = """\
-backup_dir: /var/backups/llmgw
+releases: https://mirror.example/llmgw
 router: {trusted_proxies: [10.0.0.0/8]}
 endpoints:
   - {id: a, url: "http://127.0.0.1:8001", models: [demo]}
@@ -142,7 +142,7 @@ def test_check_warns_once_per_inert_setting_in_use(runs: dict[str, Run]) -> None
     run = runs["inert"]
     assert (run.returncode, run.stdout) == (0, "ok: 0 models\n")
     assert run.stderr.splitlines() == [
-        "warning: backup_dir: this version has no `llmgw server backup`; no archive is written",
+        "warning: releases: this version has no `llmgw ctl upgrade`; nothing is downloaded from releases",
         "warning: router.trusted_proxies: X-Forwarded-For is not read by this version; clients are "
         "seen by their socket address",
     ]
@@ -152,7 +152,7 @@ def test_strict_refuses_inert_settings_with_exit_2(runs: dict[str, Run]) -> None
     run = runs["strict"]
     assert (run.returncode, run.stdout) == (2, "")
     lines = run.stderr.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["backup_dir", "router.trusted_proxies"]
+    assert [line.split(":")[0] for line in lines] == ["releases", "router.trusted_proxies"]
     assert all(line.endswith("(refused by --strict)") for line in lines)
 
 

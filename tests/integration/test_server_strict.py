@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 INERT = """\
-backup_dir: /var/backups/llmgw
+releases: https://mirror.example/llmgw
 endpoints:
   - {id: a, url: "http://127.0.0.1:9", models: [demo]}
 """
@@ -29,6 +29,7 @@ def test_strict_refuses_to_start_on_an_inert_setting(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert run.stderr == (
-        "backup_dir: this version has no `llmgw server backup`; no archive is written (refused by --strict)\n"
+        "releases: this version has no `llmgw ctl upgrade`; nothing is downloaded from releases"
+        " (refused by --strict)\n"
     )
     assert not (tmp_path / "secrets").exists()  # refused before anything was made

@@ -27,6 +27,8 @@ from llmgw.errors import ConfigError, StoreError
 # run, not here: every `llmgw` command loads this module to learn `server`'s options.
 
 
+BACKUP_NICENESS = 10
+
 app = typer.Typer(
     help="Run the gateway (no sub-command), or act on a server's store and files.",
     invoke_without_command=True,
@@ -214,3 +216,79 @@ def init(
     elif not written:
         typer.echo(f"agent_tls written into {config}")
     typer.echo("next: llmgw node add NAME for each machine that runs an agent")
+@app.command("backup")
+def backup(
+    config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
+) -> None:
+    """Write one archive of the store, the runtime catalog and the cluster CA into backup_dir.
+
+    The store holds keys, tenancy, limits, usage and the runtime catalog;
+    the CA is agent_tls's files; the configuration file travels too.
+
+    It is encrypted to backup_recipients with age (without any: mode 0600),
+    copied to each backup_copy_to, and the newest backup_keep kept everywhere.
+
+    Safe while the server runs. See docs/operations.md#backups."""
+    import asyncio  # noqa: PLC0415 (see the imports)
+    import time  # noqa: PLC0415
+
+    from llmgw.backup import run_backup, sources  # noqa: PLC0415
+    from llmgw.errors import BackupError  # noqa: PLC0415
+
+    # Background work: the gateway on this machine comes first for the CPU (compression
+    # and age are most of the backup's cost; bench/backup measures what is left).
+    os.nice(BACKUP_NICENESS)
+    try:
+        settings = load_settings(config)
+        where = sources(settings, config.parent, os.environ.get("STATE_DIRECTORY"), config_file=config)
+        written = asyncio.run(run_backup(settings, where, time.time()))
+    except ConfigError as exc:
+        raise refuse_config(exc) from None
+    except BackupError as exc:
+        typer.echo(f"llmgw server backup: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    typer.echo(str(written.path))
+    for target in written.copies:
+        typer.echo(f"copied to {target}")
+    for name in written.pruned:
+        typer.echo(f"removed {name} (beyond backup_keep)")
+
+
+@app.command("restore")
+def restore(
+    archive: Path = typer.Argument(..., help="The archive llmgw server backup wrote.", show_default=False),
+    config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
+    identity: Path | None = typer.Option(
+        None,
+        "--identity",
+        "-i",
+        help="The age key file (age-keygen's output) or SSH private key of one of backup_recipients.",
+        show_default=False,
+    ),
+) -> None:
+    """Put the store and the cluster CA's files back from ARCHIVE.
+
+    Refused while a server answers on the configuration's listen or admin_listen (or,
+    on PostgreSQL, any other session uses the database). The archive is decrypted and
+    every member checked against its manifest before anything is changed; the
+    configuration file is not replaced. Start the server afterwards."""
+    from llmgw.backup import restore as run_restore  # noqa: PLC0415 (see the imports)
+    from llmgw.backup import sources  # noqa: PLC0415
+    from llmgw.backup.crypt import read_identities  # noqa: PLC0415
+    from llmgw.errors import BackupError  # noqa: PLC0415
+
+    try:
+        settings = load_settings(config)
+        where = sources(settings, config.parent, os.environ.get("STATE_DIRECTORY"), config_file=config)
+        identities = read_identities(identity) if identity is not None else None
+        restored = run_restore(settings, where, archive, identities)
+    except ConfigError as exc:
+        raise refuse_config(exc) from None
+    except (BackupError, StoreError) as exc:
+        typer.echo(f"llmgw server restore: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    typer.echo(
+        f"restored {restored.store} (schema {restored.manifest.schema_revision}) from {archive.name}"
+        + "".join(f"; {path}" for path in restored.files)
+        + "; start the server now"
+    )

@@ -1,5 +1,5 @@
-"""What a backup would write, who could read it, and where copies would go. This
-version has no backup command (`llmgw.config.inert`): the settings are only checked.
+"""What `llmgw server backup` writes, who can read it, where copies go and when the
+server runs it: the settings' shapes, checked here; `llmgw.backup` acts on them.
 
 Archives contain the cluster CA's private key and all stored secrets. Encrypting them
 for `backup_recipients` (keys in the forms `age` accepts) makes off-machine copies
@@ -19,6 +19,10 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator
 
 DEFAULT_BACKUP_DIR = "/var/backups/llmgw-server"
+KNOWN_HOSTS_FILE = "backup_known_hosts"
+"""Beside the configuration (/etc/llmgw/backup_known_hosts for /etc/llmgw/llmgw.yaml):
+the SSH host keys of `backup_copy_to` hosts, each learnt the first time it is reached."""
+_TIME_OF_DAY = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 SSH_KEY_TYPES: tuple[str, ...] = ("ssh-ed25519", "ssh-rsa")
 
 # An age recipient is bech32: "age1", then 52 characters of key and 6 of checksum, in an
@@ -130,3 +134,21 @@ def _copy_target_text(text: str) -> str:
 
 
 CopyTargetText = Annotated[str, AfterValidator(_copy_target_text)]
+
+
+def parse_time_of_day(text: str) -> tuple[int, int] | None:
+    """`HH:MM` (UTC) as (hour, minute); None for empty (no schedule)."""
+    if not text:
+        return None
+    found = _TIME_OF_DAY.match(text)
+    if found is None:
+        raise ValueError(f'{text!r} is not a time of day: give HH:MM in UTC, like "03:00", or "" for none')
+    return int(found.group(1)), int(found.group(2))
+
+
+def _time_of_day_text(text: str) -> str:
+    parse_time_of_day(text)
+    return text
+
+
+TimeOfDayText = Annotated[str, AfterValidator(_time_of_day_text)]

@@ -38,11 +38,6 @@ INERT: Mapping[str, str] = {
     "engines": "agents do not install engines in this version; install them yourself",
     "engine_overrides": "agents do not install engines in this version; no override is applied",
     "releases": "this version has no `llmgw ctl upgrade`; nothing is downloaded from releases",
-    # Backups.
-    "backup_dir": "this version has no `llmgw server backup`; no archive is written",
-    "backup_recipients": "this version has no `llmgw server backup`; nothing is encrypted",
-    "backup_copy_to": "this version has no `llmgw server backup`; nothing is copied",
-    "backup_copy_key": "this version has no `llmgw server backup`; the key is not used",
     # Security features not built yet.
     "agent_tls.server_name": "the server does not use it: agents check the name they dial",
     "endpoints[].pool": "this version shows the pool nowhere and routes no differently by it",

@@ -25,6 +25,7 @@ from llmgw.config.backup import (
     BackupRecipient,
     BackupRecipientText,
     CopyTargetText,
+    TimeOfDayText,
     parse_backup_recipients,
 )
 from llmgw.config.checks import Problem, refuse
@@ -40,7 +41,14 @@ from llmgw.config.portal import Landing, Threads
 from llmgw.config.router import Router
 from llmgw.config.secrets import Secrets
 from llmgw.config.tls import TLS
-from llmgw.config.values import IPNetwork, ListenAddress, NetworkText, NonNegativeInt, OptionalListenAddress
+from llmgw.config.values import (
+    IPNetwork,
+    ListenAddress,
+    NetworkText,
+    NonNegativeInt,
+    OptionalListenAddress,
+    PositiveInt,
+)
 from llmgw.errors import CatalogError
 
 ENV_PREFIX = "LLMGW_"
@@ -118,8 +126,16 @@ class Settings(BaseSettings):
     engine_overrides: tuple[EngineOverride, ...] = ()
     """Different engines for some nodes, applied in order over `engines`."""
     backup_dir: str = ""
-    """Output directory for backup archives. This version has no backup command, so
-    nothing writes here (`llmgw.config.inert`). Empty: /var/backups/llmgw-server."""
+    """Where `llmgw server backup` writes its archives (mode 0700), and where the newest
+    one's time is read for llmgw_backup_last_success_timestamp_seconds. Empty:
+    /var/backups/llmgw-server."""
+    backup_keep: PositiveInt = 7
+    """How many archives are kept, here and at each backup_copy_to destination: the
+    newest ones; older ones are deleted once a new archive is written."""
+    backup_schedule: TimeOfDayText = ""
+    """A time of day (HH:MM, UTC) at which the server runs the backup itself, every day;
+    a failure sends the backup.failed event. Empty: only `llmgw server backup` (from
+    cron or a timer) writes archives. On a shared store, set it on one server."""
     guard: Guard = Field(default_factory=Guard)
     secrets: Secrets = Field(default_factory=Secrets)
     notify: Notify = Field(default_factory=Notify)
@@ -135,8 +151,9 @@ class Settings(BaseSettings):
     network mount) or ssh://user@host[:port]/path. Retention there matches the local
     one. Requires backup_recipients, so nothing leaves the machine in clear."""
     backup_copy_key: str = ""
-    """Private key used for ssh:// destinations. Host keys are pinned in
-    /etc/llmgw/backup_known_hosts on first contact (trust on first use)."""
+    """Private key file used for ssh:// destinations. Host keys are pinned in
+    backup_known_hosts beside the configuration (/etc/llmgw/backup_known_hosts) on first
+    contact (trust on first use)."""
     releases: str = ""
     """Base URL of llmgw's release binaries. This version has no upgrade command, so
     nothing downloads from it (`llmgw.config.inert`). Empty: upstream releases, or the

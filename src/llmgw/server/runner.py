@@ -42,6 +42,7 @@ from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
 from llmgw.secrets.runtime import SecretsRuntime, open_secrets
 from llmgw.server import heap, notify
+from llmgw.server.backups import start_backups
 from llmgw.server.batch import batch_service
 from llmgw.server.control import start_control
 from llmgw.server.gateway import Gateway, scim_mounts
@@ -340,6 +341,9 @@ async def _serve_with(
             if tenancy.gate is not None:
                 tenancy.gate.events = outbox
             gateway.canaries.events = outbox
+        scheduled = start_backups(settings, gateway, config_dir, events)
+        if scheduled is not None:
+            background.append(scheduled)
         control = await start_control(
             settings,
             gateway,

@@ -42,6 +42,7 @@ READ_THROUGH: Mapping[str, str] = {
     "facility.budgets[].domain": "Facility.policy(), which the control plane's placement reads",
     "models[].class_": "Model.effective_class, read by the plan's preemption",
     "models[].scaling.schedule[].days": "ScaleWindow.holds, called through Scaling.window by control.desired",
+    "backup_recipients": "Settings.backup_recipient_keys(), which llmgw.backup.write encrypts to",
 }
 
 
@@ -149,7 +150,7 @@ _REGEX = {"type": "regex", "patterns": ["x"]}
     [
         ({"router": {"trusted_proxies": ["10.0.0.0/8"]}}, "router.trusted_proxies"),
         ({"router": {"cache": {"max_bytes": 8 << 20}}}, "router.cache"),
-        ({"backup_dir": "/var/backups/llmgw"}, "backup_dir"),
+        ({"releases": "https://mirror.example/llmgw"}, "releases"),
         ({"mirror": {"update_check": "1h"}}, "mirror"),
     ],
 )
