@@ -216,6 +216,8 @@ def init(
     elif not written:
         typer.echo(f"agent_tls written into {config}")
     typer.echo("next: llmgw node add NAME for each machine that runs an agent")
+
+
 @app.command("backup")
 def backup(
     config: Path = typer.Option(..., "--config", "-c", help="The server's YAML configuration."),
