@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmgw.guard.detectors import Finding, find
+from llmgw.guard.detectors import Detector, Finding, find
+from llmgw.guard.gate import gate_for
 from llmgw.guard.policy import Rule
 
 BLOCK = "block"
@@ -61,14 +62,26 @@ def text_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
     return tuple(r for r in rules if r.detectors)
 
 
+def _live(text: str, rules: tuple[Rule, ...]) -> frozenset[int] | None:
+    """The detectors of `rules` that can match in `text`: one RE2 pass for all."""
+    return gate_for(rules, _all_detectors(rules)).live(text)
+
+
+def _all_detectors(rules: tuple[Rule, ...]) -> list[Detector]:
+    return [d for r in rules for d in r.detectors]
+
+
 def inspect(text: str, rules: tuple[Rule, ...]) -> TextResult:
     """Every text rule over `text`, in order; stops at the first block."""
     hits: list[Hit] = []
     cut: list[Finding] = []
+    live = _live(text, rules)
+    if live is not None and not live:
+        return TextResult(text, hits)
     for rule in rules:
         if not rule.detectors:
             continue
-        found = find(rule.check, rule.detectors, text)
+        found = find(rule.check, rule.detectors, text, live)
         if not found:
             continue
         hit = Hit(rule.policy, rule.check, rule.action)
@@ -86,9 +99,12 @@ def findings_for(text: str, rules: tuple[Rule, ...]) -> list[tuple[Rule, list[Fi
     """Each text rule's findings in `text` (rules with none left out), for the stream
     scanner, which needs the positions to decide what may be released."""
     out: list[tuple[Rule, list[Finding]]] = []
+    live = _live(text, rules)
+    if live is not None and not live:
+        return out
     for rule in rules:
         if rule.detectors:
-            found = find(rule.check, rule.detectors, text)
+            found = find(rule.check, rule.detectors, text, live)
             if found:
                 out.append((rule, found))
     return out

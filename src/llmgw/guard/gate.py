@@ -1,0 +1,128 @@
+"""One pass over a text that says which detectors can match in it.
+
+Running ~25 detectors one by one costs ~25 C-level searches plus Python's per-call
+overhead, most of it spent finding nothing. RE2's set matching (google-re2) runs every
+detector's *gate* — a looser pattern that matches wherever the detector could — as one
+automaton in one linear pass: a text that trips no gate is done, and one that trips
+some runs only those detectors (the exact patterns, lookarounds and check digits as
+before). RE2 never backtracks, so the pass is linear whatever the input.
+
+A gate must match wherever its detector does (a superset), or a finding is missed:
+
+- the built-in detectors' gates are written beside them (`llmgw.guard.detectors`):
+  their patterns with lookarounds and trailing `\\b` dropped and bounds loosened, `\\d`
+  as `\\p{Nd}` (Python's `\\d` is Unicode's), so they hold for any text;
+- an operator's pattern is its own gate, but RE2 and Python read some syntax
+  differently (`\\s` takes `\\v` in Python only, `$` before a final newline, `{,n}`,
+  Unicode classes): it gates ASCII text only, and only if it uses none of the
+  constructs read differently (`portable`); otherwise, or when RE2 cannot compile it
+  (lookarounds, back-references), the detector always runs.
+
+A text RE2 cannot take (a lone surrogate) runs every detector.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import re2
+
+if TYPE_CHECKING:
+    from llmgw.guard.detectors import Detector
+
+# Constructs Python's `re` and RE2 read differently (on ASCII text): an operator
+# pattern holding one is not gated. `\s`/`\S` (\v, \x1c-\x1f), `$` (before a trailing
+# newline), `{,n}` (a literal in RE2), `\Z`, numbered escapes (octal, back-references),
+# `[:` (a POSIX class in RE2, characters in Python); and any non-ASCII character (the
+# two case-fold tables differ).
+_NOT_PORTABLE = re.compile(r"\$|\\[sSZ0-9]|\{,|\[:")
+
+# The automaton's memory: RE2's set matching has no fallback when its DFA runs out, so
+# it gets room for far more states than these patterns build.
+_MAX_MEM = 64 << 20
+
+
+def portable(pattern: str) -> bool:
+    """Whether `pattern` means the same to RE2 as to Python's `re` on ASCII text, as far
+    as this module can tell (conservative: unsure is no)."""
+    return pattern.isascii() and _NOT_PORTABLE.search(pattern) is None
+
+
+def _compiled(patterns: list[str]) -> tuple[re2.Set | None, list[int]]:
+    """A set of the patterns RE2 takes, and for each set index the pattern's own."""
+    if not patterns:
+        return None, []
+    options = re2.Options()
+    options.max_mem = _MAX_MEM
+    out = re2.Set.SearchSet(options)
+    index: list[int] = []
+    for i, p in enumerate(patterns):
+        try:
+            out.Add(p)
+        except re2.error:
+            continue
+        index.append(i)
+    if not index:
+        return None, []
+    out.Compile()
+    return out, index
+
+
+class Gate:
+    """The gates of a stage's detectors, compiled once per set of rules."""
+
+    __slots__ = ("_always", "_always_unicode", "_any", "_any_ids", "_ascii", "_ascii_ids")
+
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        unique: dict[int, Detector] = {}
+        for d in detectors:
+            unique.setdefault(id(d), d)
+        dets = list(unique.values())
+        # Gates that hold for any text, and (a larger set) those for ASCII text.
+        any_text = [d for d in dets if d.gate and not d.gate_ascii_only]
+        ascii_text = [d for d in dets if d.gate]
+        self._any, idx = _compiled([d.gate for d in any_text])
+        self._any_ids = [id(any_text[i]) for i in idx]
+        self._ascii, idx = _compiled([d.gate for d in ascii_text])
+        self._ascii_ids = [id(ascii_text[i]) for i in idx]
+        gated_any = set(self._any_ids)
+        gated_ascii = set(self._ascii_ids)
+        self._always = frozenset(id(d) for d in dets if id(d) not in gated_ascii)
+        self._always_unicode = frozenset(id(d) for d in dets if id(d) not in gated_any)
+
+    def live(self, text: str) -> frozenset[int] | None:
+        """The ids of the detectors that can match in `text` (None: all of them)."""
+        if text.isascii():
+            automaton, ids, always = self._ascii, self._ascii_ids, self._always
+            data = text.encode("ascii")
+        else:
+            automaton, ids, always = self._any, self._any_ids, self._always_unicode
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        if automaton is None:
+            return always
+        hits = automaton.Match(data)
+        if not hits:
+            return always
+        return always.union(ids[i] for i in hits)
+
+
+_GATES: dict[int, tuple[object, Gate]] = {}
+_MAX_GATES = 4096
+
+
+def gate_for(key: object, detectors: Sequence[Detector]) -> Gate:
+    """The gate of a rules tuple, compiled at its first use and kept while the tuple is
+    (keyed by identity: the tuples are built once per policy set and reused)."""
+    entry = _GATES.get(id(key))
+    if entry is not None and entry[0] is key:
+        return entry[1]
+    gate = Gate(detectors)
+    if len(_GATES) >= _MAX_GATES:
+        _GATES.clear()
+    _GATES[id(key)] = (key, gate)
+    return gate
