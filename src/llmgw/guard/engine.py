@@ -60,10 +60,13 @@ class Guardrails:
         formats: Mapping[str, str] | None = None,
         judge: Judge | None = None,
         clock: Callable[[], float] = time.monotonic,
+        narrowed: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.policies = policies
         self.formats: Mapping[str, str] = formats or {}
         """Judge model → its guard.format."""
+        self.narrowed: Mapping[str, frozenset[str]] = narrowed or {}
+        """Judge model → its guard.categories (lowercase): the only ones that count."""
         self.judge = judge
         self.counts = GuardCounts()
         self._clock = clock
@@ -129,7 +132,9 @@ class Guardrails:
         if self.judge is None:
             # Refused at load when a policy names no known judge; kept for tests' sake.
             raise refusal(Hit(judged[0].policy, judged[0].check, "block"), stage)
-        outcome = await judge_all(self.judge, self.formats, judged, messages, stage, self.counts, self._clock)
+        outcome = await judge_all(
+            self.judge, self.formats, judged, messages, stage, self.counts, self._clock, self.narrowed
+        )
         if outcome.blocked is not None:
             raise refusal(outcome.blocked, stage)
         if flags is not None:
