@@ -111,18 +111,23 @@ class Gate:
         return always.union(ids[i] for i in hits)
 
 
-_GATES: dict[int, tuple[object, Gate]] = {}
-_MAX_GATES = 4096
+_GATES: dict[tuple[int, ...], tuple[tuple[tuple[Detector, ...], ...], Gate]] = {}
+_MAX_GATES = 1024
 
 
-def gate_for(key: object, detectors: Sequence[Detector]) -> Gate:
-    """The gate of a rules tuple, compiled at its first use and kept while the tuple is
-    (keyed by identity: the tuples are built once per policy set and reused)."""
-    entry = _GATES.get(id(key))
-    if entry is not None and entry[0] is key:
+def gate_for(groups: Sequence[tuple[Detector, ...]]) -> Gate:
+    """The gate of a stage's detector tuples (one per rule), compiled at its first use.
+
+    Keyed by the tuples' identities: each is built once per compiled policy (pii's and
+    secrets' are module constants), while the tuples of rules around them are rebuilt
+    per request. The entry holds the tuples, so no id in a key is reused while it is
+    cached; a reloaded policy's new tuples get a gate of their own."""
+    key = tuple(map(id, groups))
+    entry = _GATES.get(key)
+    if entry is not None:
         return entry[1]
-    gate = Gate(detectors)
+    gate = Gate([d for g in groups for d in g])
     if len(_GATES) >= _MAX_GATES:
         _GATES.clear()
-    _GATES[id(key)] = (key, gate)
+    _GATES[key] = (tuple(groups), gate)
     return gate

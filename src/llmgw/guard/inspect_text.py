@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmgw.guard.detectors import Detector, Finding, find
+from llmgw.guard.detectors import Finding, find
 from llmgw.guard.gate import gate_for
 from llmgw.guard.policy import Rule
 
@@ -64,11 +64,7 @@ def text_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
 
 def _live(text: str, rules: tuple[Rule, ...]) -> frozenset[int] | None:
     """The detectors of `rules` that can match in `text`: one RE2 pass for all."""
-    return gate_for(rules, _all_detectors(rules)).live(text)
-
-
-def _all_detectors(rules: tuple[Rule, ...]) -> list[Detector]:
-    return [d for r in rules for d in r.detectors]
+    return gate_for([r.detectors for r in rules if r.detectors]).live(text)
 
 
 def inspect(text: str, rules: tuple[Rule, ...]) -> TextResult:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmgw.guard.detectors import PII, SECRETS, find, regex_detectors
-from llmgw.guard.gate import Gate, portable
+from llmgw.guard.gate import Gate, gate_for, portable
 from llmgw.guard.inspect_text import findings_for
 from llmgw.guard.policy import Rule
 
@@ -93,3 +93,10 @@ def test_gate_never_loses_a_finding(text: str) -> None:
 )
 def test_adversarial_inputs_finish_through_the_gate(text: str) -> None:
     assert gated(text) == each_alone(text)
+
+
+def test_the_gate_is_compiled_once_per_policy_not_per_request() -> None:
+    # The request path rebuilds the tuple of rules each time; the detector tuples stay.
+    first = gate_for([PII, SECRETS, OPERATOR])
+    assert gate_for([PII, SECRETS, OPERATOR]) is first
+    assert gate_for([PII, SECRETS, regex_detectors((r"(?i)project zeus",))]) is not first
