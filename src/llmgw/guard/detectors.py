@@ -293,17 +293,13 @@ def _spans(det: Detector, text: str, runs: list[tuple[int, int, int]] | None) ->
     return out
 
 
-def find(
-    check: str, detectors: tuple[Detector, ...], text: str, live: frozenset[int] | None = None
-) -> list[Finding]:
+def find(check: str, detectors: tuple[Detector, ...], text: str) -> list[Finding]:
     """Every match of `detectors` in `text`, in order, overlaps dropped (the first to
-    start, then the longest, wins). `live`: the ids of the detectors that can match
-    (`llmgw.guard.gate`); the others are skipped. None: all run."""
+    start, then the longest, wins). The request path passes only those its gate lets
+    through (`llmgw.guard.gate`)."""
     found: list[Finding] = []
     runs: list[tuple[int, int, int]] | None = None
     for det in detectors:
-        if live is not None and id(det) not in live:
-            continue
         if det.how == "literal":
             pass
         elif det.how in ("around", "email"):

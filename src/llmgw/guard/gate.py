@@ -70,45 +70,63 @@ def _compiled(patterns: list[str]) -> tuple[re2.Set | None, list[int]]:
     return out, index
 
 
+Slot = tuple[int, int]
+"""(group, position): a detector's place among a stage's detector tuples."""
+
+
 class Gate:
-    """The gates of a stage's detectors, compiled once per set of rules."""
+    """The gates of a stage's detector tuples (one per rule), compiled once."""
 
-    __slots__ = ("_always", "_always_unicode", "_any", "_any_ids", "_ascii", "_ascii_ids")
+    __slots__ = ("_always", "_always_unicode", "_any", "_any_slots", "_ascii", "_ascii_slots", "_groups")
 
-    def __init__(self, detectors: Sequence[Detector]) -> None:
-        unique: dict[int, Detector] = {}
-        for d in detectors:
-            unique.setdefault(id(d), d)
-        dets = list(unique.values())
+    def __init__(self, groups: Sequence[tuple[Detector, ...]]) -> None:
+        self._groups = tuple(tuple(g) for g in groups)
+        # One pattern per detector, however many rules hold it; each knows its slots.
+        slots: dict[int, list[Slot]] = {}
+        dets: dict[int, Detector] = {}
+        for gi, group in enumerate(self._groups):
+            for di, d in enumerate(group):
+                slots.setdefault(id(d), []).append((gi, di))
+                dets.setdefault(id(d), d)
         # Gates that hold for any text, and (a larger set) those for ASCII text.
-        any_text = [d for d in dets if d.gate and not d.gate_ascii_only]
-        ascii_text = [d for d in dets if d.gate]
+        any_text = [d for d in dets.values() if d.gate and not d.gate_ascii_only]
+        ascii_text = [d for d in dets.values() if d.gate]
         self._any, idx = _compiled([d.gate for d in any_text])
-        self._any_ids = [id(any_text[i]) for i in idx]
+        self._any_slots = [slots[id(any_text[i])] for i in idx]
         self._ascii, idx = _compiled([d.gate for d in ascii_text])
-        self._ascii_ids = [id(ascii_text[i]) for i in idx]
-        gated_any = set(self._any_ids)
-        gated_ascii = set(self._ascii_ids)
-        self._always = frozenset(id(d) for d in dets if id(d) not in gated_ascii)
-        self._always_unicode = frozenset(id(d) for d in dets if id(d) not in gated_any)
+        self._ascii_slots = [slots[id(ascii_text[i])] for i in idx]
+        gated_any = {s for group in self._any_slots for s in group}
+        gated_ascii = {s for group in self._ascii_slots for s in group}
+        every = [s for group in slots.values() for s in group]
+        self._always = frozenset(s for s in every if s not in gated_ascii)
+        self._always_unicode = frozenset(s for s in every if s not in gated_any)
 
-    def live(self, text: str) -> frozenset[int] | None:
-        """The ids of the detectors that can match in `text` (None: all of them)."""
+    def _pick(self, chosen: frozenset[Slot] | set[Slot]) -> list[tuple[Detector, ...]]:
+        out: list[list[Detector]] = [[] for _ in self._groups]
+        for gi, di in sorted(chosen):
+            out[gi].append(self._groups[gi][di])
+        return [tuple(g) for g in out]
+
+    def live(self, text: str) -> list[tuple[Detector, ...]]:
+        """For each group, its detectors that can match in `text`, in their order."""
         if text.isascii():
-            automaton, ids, always = self._ascii, self._ascii_ids, self._always
+            automaton, slots, always = self._ascii, self._ascii_slots, self._always
             data = text.encode("ascii")
         else:
-            automaton, ids, always = self._any, self._any_ids, self._always_unicode
+            automaton, slots, always = self._any, self._any_slots, self._always_unicode
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:
-                return None
-        if automaton is None:
-            return always
-        hits = automaton.Match(data)
+                return list(self._groups)
+        hits = automaton.Match(data) if automaton is not None else None
         if not hits:
-            return always
-        return always.union(ids[i] for i in hits)
+            if not always:
+                return [() for _ in self._groups]
+            return self._pick(always)
+        chosen = set(always)
+        for i in hits:
+            chosen.update(slots[i])
+        return self._pick(chosen)
 
 
 _GATES: dict[tuple[int, ...], tuple[tuple[tuple[Detector, ...], ...], Gate]] = {}
@@ -126,7 +144,7 @@ def gate_for(groups: Sequence[tuple[Detector, ...]]) -> Gate:
     entry = _GATES.get(key)
     if entry is not None:
         return entry[1]
-    gate = Gate([d for g in groups for d in g])
+    gate = Gate(groups)
     if len(_GATES) >= _MAX_GATES:
         _GATES.clear()
     _GATES[key] = (tuple(groups), gate)

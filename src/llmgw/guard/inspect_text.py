@@ -62,22 +62,17 @@ def text_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
     return tuple(r for r in rules if r.detectors)
 
 
-def _live(text: str, rules: tuple[Rule, ...]) -> frozenset[int] | None:
-    """The detectors of `rules` that can match in `text`: one RE2 pass for all."""
-    return gate_for([r.detectors for r in rules if r.detectors]).live(text)
-
-
 def inspect(text: str, rules: tuple[Rule, ...]) -> TextResult:
     """Every text rule over `text`, in order; stops at the first block."""
     hits: list[Hit] = []
     cut: list[Finding] = []
-    live = _live(text, rules)
-    if live is not None and not live:
-        return TextResult(text, hits)
-    for rule in rules:
-        if not rule.detectors:
+    checked = [r for r in rules if r.detectors]
+    # One RE2 pass says which detectors can match; text with none is done.
+    live = gate_for([r.detectors for r in checked]).live(text)
+    for rule, detectors in zip(checked, live, strict=True):
+        if not detectors:
             continue
-        found = find(rule.check, rule.detectors, text, live)
+        found = find(rule.check, detectors, text)
         if not found:
             continue
         hit = Hit(rule.policy, rule.check, rule.action)
@@ -95,12 +90,11 @@ def findings_for(text: str, rules: tuple[Rule, ...]) -> list[tuple[Rule, list[Fi
     """Each text rule's findings in `text` (rules with none left out), for the stream
     scanner, which needs the positions to decide what may be released."""
     out: list[tuple[Rule, list[Finding]]] = []
-    live = _live(text, rules)
-    if live is not None and not live:
-        return out
-    for rule in rules:
-        if rule.detectors:
-            found = find(rule.check, rule.detectors, text, live)
+    checked = [r for r in rules if r.detectors]
+    live = gate_for([r.detectors for r in checked]).live(text)
+    for rule, detectors in zip(checked, live, strict=True):
+        if detectors:
+            found = find(rule.check, detectors, text)
             if found:
                 out.append((rule, found))
     return out
