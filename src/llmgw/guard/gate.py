@@ -56,6 +56,7 @@ def _compiled(patterns: list[str]) -> tuple[re2.Set | None, list[int]]:
         return None, []
     options = re2.Options()
     options.max_mem = _MAX_MEM
+    options.log_errors = False  # a pattern RE2 refuses is expected: it runs ungated
     out = re2.Set.SearchSet(options)
     index: list[int] = []
     for i, p in enumerate(patterns):
