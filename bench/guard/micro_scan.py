@@ -129,6 +129,7 @@ def paired_us(
     shared machine hits both alike), each the median of `rounds`."""
     calls = []
     for fn in (first, second):
+        fn()  # the first call compiles (the gate's automaton): not timed
         start = time.perf_counter()
         fn()
         once = max(time.perf_counter() - start, 1e-7)
@@ -143,10 +144,8 @@ def paired_us(
     return sorted(times[0])[rounds // 2], sorted(times[1])[rounds // 2]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="")
-    args = parser.parse_args()
+def bench_rules() -> tuple[Rule, ...]:
+    """The issue's policy: pii + secrets + three regex patterns, all redact, input stage."""
     policy = compile_policy(
         GuardPolicy.model_validate(
             {
@@ -163,7 +162,14 @@ def main() -> None:
             }
         )
     )
-    rules = policy.input
+    return policy.input
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    rules = bench_rules()
     cases = {
         "1 KB prose, no finding": prose(1024),
         "1 KB with 4 findings": with_findings(1024),
