@@ -78,13 +78,16 @@ class EvalGate(Strict):
 
 
 class GuardModel(Strict):
-    """How a guard model's answers are read (`format`); `categories` is not acted on by this
-    version (`llmgw.config.inert`)."""
+    """How a guard model's answers are read (`format`) and which of its verdicts count
+    (`categories`)."""
 
     format: str = ""
     """qwen3guard, llamaguard3, shieldgemma or json (see llmgw.catalog.guard_formats)."""
     categories: tuple[str, ...] = ()
-    """shieldgemma: the policy sentences asked about; llamaguard3: the names of S1, S2, …"""
+    """The only categories of this judge's verdicts that count (compared without case;
+    empty: every unsafe verdict): llamaguard3's codes (S1…S14), qwen3guard's category
+    names, json's categories; for shieldgemma, the policies it is asked about, which a
+    Yes carries."""
 
 
 class OriginFile(Strict):

@@ -56,8 +56,6 @@ INERT: Mapping[str, str] = {
     "models[].eval": "evaluation gates are not run by this version; nothing is held back",
     "models[].license": "license terms are " + _NOT_ENFORCED + "; nothing is shown or refused",
     "models[].query_prefix": "this version does not prepend the query prefix to embedding queries",
-    "models[].guard.categories": "a judge's categories are not narrowed by this version; every unsafe "
-    "verdict counts",
     "models[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].profiles[].comfyui": "ComfyUI workflows are not run by this version",
     "models[].external.peer": "federation with other clusters is not available in this version",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmgw.guard.digits import iban_valid, luhn_valid, only_digits, ssn_valid, tckn_valid
+from llmgw.guard.gate import portable
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,20 +56,34 @@ class Detector:
     word_start: bool = False
     valid: Callable[[str], bool] | None = None
     """A match is kept only if this accepts its text."""
+    gate: str = ""
+    """An RE2 pattern that matches wherever `pattern` can (`llmgw.guard.gate`): a text
+    it does not match skips this detector. Empty: the detector always runs."""
+    gate_ascii_only: bool = False
+    """The gate holds for ASCII text only (an operator's pattern)."""
 
 
-def _literal(label: str, pattern: str, *, word_start: bool = True) -> Detector:
-    return Detector(label, re.compile(pattern), word_start=word_start)
+# Each gate below is its pattern's start, lookarounds dropped, bounds loosened to their
+# minimum (or no maximum), `\d` as `\p{Nd}`: whatever the pattern matches begins with
+# a match of its gate.
 
 
-def _around(label: str, needle: str, pattern: str, back: int, ahead: int) -> Detector:
-    return Detector(label, re.compile(pattern), "around", needle, back, ahead)
+def _literal(label: str, pattern: str, gate: str, *, word_start: bool = True) -> Detector:
+    return Detector(label, re.compile(pattern), word_start=word_start, gate=gate)
+
+
+def _around(label: str, needle: str, pattern: str, back: int, ahead: int, gate: str) -> Detector:
+    return Detector(label, re.compile(pattern), "around", needle, back, ahead, gate=gate)
 
 
 def _digits(
-    label: str, pattern: str, min_digits: int, valid: Callable[[str], bool] | None = None
+    label: str,
+    pattern: str,
+    min_digits: int,
+    gate: str,
+    valid: Callable[[str], bool] | None = None,
 ) -> Detector:
-    return Detector(label, re.compile(pattern), "digits", min_digits=min_digits, valid=valid)
+    return Detector(label, re.compile(pattern), "digits", min_digits=min_digits, valid=valid, gate=gate)
 
 
 def _card(text: str) -> bool:
@@ -84,18 +99,30 @@ PII: tuple[Detector, ...] = (
         re.compile(r"@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b"),
         "email",
         "@",
+        # A local part's last character, '@', the domain (`_emails`).
+        gate=r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2}",
     ),
     # 13 to 19 digits, single spaces or dashes between, the Luhn check decides.
-    _digits("CARD", r"(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)", 13, _card),
+    _digits("CARD", r"(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)", 13, r"\p{Nd}(?:[ -]?\p{Nd}){12}", _card),
     # Two letters, two check digits, up to 30 letters or digits in groups: mod 97 decides.
     # Found from its check digits' run, with the two letters before it.
-    _digits("IBAN", r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b", 2, iban_valid),
-    _digits("SSN", r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])", 9, ssn_valid),
-    _digits("NATIONAL_ID", r"(?<!\d)[1-9]\d{10}(?!\d)", 11, tckn_valid),
+    _digits(
+        "IBAN",
+        r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b",
+        2,
+        r"[A-Z]{2}\p{Nd}{2}(?: ?[A-Z0-9]){11}",
+        iban_valid,
+    ),
+    _digits("SSN", r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])", 9, r"\p{Nd}{3}-\p{Nd}{2}-\p{Nd}{4}", ssn_valid),
+    _digits("NATIONAL_ID", r"(?<!\d)[1-9]\d{10}(?!\d)", 11, r"[1-9]\p{Nd}{10}", tckn_valid),
     # International numbers (a leading +) and the North American (NNN) NNN-NNNN form;
     # bare digit runs are left alone: they are far more often not phone numbers.
-    _literal("PHONE", r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"),
-    _literal("PHONE", r"\(\d{3}\) ?\d{3}-\d{4}(?!\d)"),
+    _literal(
+        "PHONE",
+        r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)",
+        r"\+\p{Nd}{1,3}(?:[ .-]?\(?\p{Nd}{1,4}\)?){2}",
+    ),
+    _literal("PHONE", r"\(\d{3}\) ?\d{3}-\d{4}(?!\d)", r"\(\p{Nd}{3}\) ?\p{Nd}{3}-\p{Nd}{4}"),
 )
 
 SECRETS: tuple[Detector, ...] = (
@@ -103,23 +130,49 @@ SECRETS: tuple[Detector, ...] = (
         "PRIVATE_KEY",
         r"-----BEGIN (?:[A-Z0-9]{1,10} ){0,2}PRIVATE KEY-----"
         r"(?:[A-Za-z0-9+/=\s]{0,8192}-----END (?:[A-Z0-9]{1,10} ){0,2}PRIVATE KEY-----)?",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
         word_start=False,
     ),
-    _literal("AWS_KEY", r"AKIA[0-9A-Z]{16}\b"),
-    _literal("AWS_KEY", r"ASIA[0-9A-Z]{16}\b"),
-    _literal("GITHUB_TOKEN", r"gh[pousr]_[A-Za-z0-9]{36,255}\b"),
-    _literal("GITHUB_TOKEN", r"github_pat_[A-Za-z0-9_]{22,255}\b"),
-    _literal("GITLAB_TOKEN", r"glpat-[A-Za-z0-9_-]{20,64}\b"),
-    _literal("SLACK_TOKEN", r"xox[abposr]-[A-Za-z0-9-]{10,250}\b"),
-    _literal("GOOGLE_KEY", r"AIza[0-9A-Za-z_-]{35}\b"),
-    _around("STRIPE_KEY", "k_", r"(?<![A-Za-z0-9])[spr]k_(?:live|test)_[A-Za-z0-9]{16,99}\b", 1, 110),
+    _literal("AWS_KEY", r"AKIA[0-9A-Z]{16}\b", r"AKIA[0-9A-Z]{16}"),
+    _literal("AWS_KEY", r"ASIA[0-9A-Z]{16}\b", r"ASIA[0-9A-Z]{16}"),
+    _literal("GITHUB_TOKEN", r"gh[pousr]_[A-Za-z0-9]{36,255}\b", r"gh[pousr]_[A-Za-z0-9]{36}"),
+    _literal("GITHUB_TOKEN", r"github_pat_[A-Za-z0-9_]{22,255}\b", r"github_pat_[A-Za-z0-9_]{22}"),
+    _literal("GITLAB_TOKEN", r"glpat-[A-Za-z0-9_-]{20,64}\b", r"glpat-[A-Za-z0-9_-]{20}"),
+    _literal("SLACK_TOKEN", r"xox[abposr]-[A-Za-z0-9-]{10,250}\b", r"xox[abposr]-[A-Za-z0-9-]{10}"),
+    _literal("GOOGLE_KEY", r"AIza[0-9A-Za-z_-]{35}\b", r"AIza[0-9A-Za-z_-]{35}"),
+    _around(
+        "STRIPE_KEY",
+        "k_",
+        r"(?<![A-Za-z0-9])[spr]k_(?:live|test)_[A-Za-z0-9]{16,99}\b",
+        1,
+        110,
+        r"[spr]k_(?:live|test)_[A-Za-z0-9]{16}",
+    ),
     # OpenAI (sk-, sk-proj-) and Anthropic (sk-ant-) keys.
-    _literal("API_KEY", r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,200}"),
-    _literal("HF_TOKEN", r"hf_[A-Za-z0-9]{30,40}\b"),
-    _literal("JWT", r"eyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{0,1000}"),
-    _around("BEARER_TOKEN", "earer ", r"(?<![A-Za-z0-9])[Bb]earer [A-Za-z0-9._~+/-]{16,1000}=*", 1, 1100),
+    _literal("API_KEY", r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,200}", r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20}"),
+    _literal("HF_TOKEN", r"hf_[A-Za-z0-9]{30,40}\b", r"hf_[A-Za-z0-9]{30}"),
+    _literal(
+        "JWT",
+        r"eyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{0,1000}",
+        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.",
+    ),
+    _around(
+        "BEARER_TOKEN",
+        "earer ",
+        r"(?<![A-Za-z0-9])[Bb]earer [A-Za-z0-9._~+/-]{16,1000}=*",
+        1,
+        1100,
+        r"[Bb]earer [A-Za-z0-9._~+/-]{16}",
+    ),
     # user:password@ in a URL: the credentials are what is replaced.
-    _around("URL_PASSWORD", "://", r"(?<=://)[^\s:/?#@]{1,128}:[^\s/?#@]{1,256}(?=@)", 0, 400),
+    _around(
+        "URL_PASSWORD",
+        "://",
+        r"(?<=://)[^\s:/?#@]{1,128}:[^\s/?#@]{1,256}(?=@)",
+        0,
+        400,
+        r"://[^:/?#@]+:[^/?#@]+@",
+    ),
 )
 
 
@@ -131,10 +184,13 @@ def regex_detectors(patterns: tuple[str, ...]) -> tuple[Detector, ...]:
     tries every position for a leading `\\b` (dozens of times slower)."""
     out = []
     for p in patterns:
+        gate = p if portable(p) else ""
         if p.startswith("\\b") and len(p) > 2 and p[2].isalnum():
-            out.append(Detector("REDACTED", re.compile(p[2:]), word_start=True))
+            out.append(
+                Detector("REDACTED", re.compile(p[2:]), word_start=True, gate=gate, gate_ascii_only=True)
+            )
         else:
-            out.append(Detector("REDACTED", re.compile(p)))
+            out.append(Detector("REDACTED", re.compile(p), gate=gate, gate_ascii_only=True))
     return tuple(out)
 
 
@@ -239,7 +295,8 @@ def _spans(det: Detector, text: str, runs: list[tuple[int, int, int]] | None) ->
 
 def find(check: str, detectors: tuple[Detector, ...], text: str) -> list[Finding]:
     """Every match of `detectors` in `text`, in order, overlaps dropped (the first to
-    start, then the longest, wins)."""
+    start, then the longest, wins). The request path passes only those its gate lets
+    through (`llmgw.guard.gate`)."""
     found: list[Finding] = []
     runs: list[tuple[int, int, int]] | None = None
     for det in detectors:

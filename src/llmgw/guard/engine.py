@@ -60,10 +60,13 @@ class Guardrails:
         formats: Mapping[str, str] | None = None,
         judge: Judge | None = None,
         clock: Callable[[], float] = time.monotonic,
+        narrowed: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.policies = policies
         self.formats: Mapping[str, str] = formats or {}
         """Judge model → its guard.format."""
+        self.narrowed: Mapping[str, frozenset[str]] = narrowed or {}
+        """Judge model → its guard.categories (lowercase): the only ones that count."""
         self.judge = judge
         self.counts = GuardCounts()
         self._clock = clock
@@ -129,7 +132,9 @@ class Guardrails:
         if self.judge is None:
             # Refused at load when a policy names no known judge; kept for tests' sake.
             raise refusal(Hit(judged[0].policy, judged[0].check, "block"), stage)
-        outcome = await judge_all(self.judge, self.formats, judged, messages, stage, self.counts, self._clock)
+        outcome = await judge_all(
+            self.judge, self.formats, judged, messages, stage, self.counts, self._clock, self.narrowed
+        )
         if outcome.blocked is not None:
             raise refusal(outcome.blocked, stage)
         if flags is not None:
@@ -179,9 +184,34 @@ class Guardrails:
         return orjson.dumps(body) if changed else raw
 
     def scanner(self, applied: Applied) -> StreamScanner | None:
-        """A scanner for one streamed answer, None when no text rule looks at answers."""
+        """A scanner for one streamed answer, None when no rule looks at answers."""
         rules = text_rules(applied.output)
-        return StreamScanner(rules) if rules else None
+        judges = tuple(r for r in applied.output if r.judge)
+        return StreamScanner(rules, judges) if rules or judges else None
+
+    async def judge_stream(self, scanner: StreamScanner, prompt: str) -> bytes:
+        """Asks the stream's judges about the answer so far (when `scanner.judge_due()`);
+        returns b"" to go on, or the closing events of a block, to send instead of what
+        the scanner released last."""
+        messages = [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": scanner.answer_text()},
+        ]
+        if self.judge is None:
+            # Refused at load when a policy names no known judge; kept for tests' sake.
+            rule = scanner.judges[0]
+            return scanner.judged((), Hit(rule.policy, rule.check, "block"))
+        outcome = await judge_all(
+            self.judge,
+            self.formats,
+            scanner.judges,
+            messages,
+            OUTPUT,
+            self.counts,
+            self._clock,
+            self.narrowed,
+        )
+        return scanner.judged(outcome.hits, outcome.blocked)
 
     def stream_done(self, scanner: StreamScanner) -> None:
         """Counts what a stream's scanner found, once the stream ended."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmgw.guard.detectors import Finding, find
+from llmgw.guard.gate import gate_for
 from llmgw.guard.policy import Rule
 
 BLOCK = "block"
@@ -65,10 +66,13 @@ def inspect(text: str, rules: tuple[Rule, ...]) -> TextResult:
     """Every text rule over `text`, in order; stops at the first block."""
     hits: list[Hit] = []
     cut: list[Finding] = []
-    for rule in rules:
-        if not rule.detectors:
+    checked = [r for r in rules if r.detectors]
+    # One RE2 pass says which detectors can match; text with none is done.
+    live = gate_for([r.detectors for r in checked]).live(text)
+    for rule, detectors in zip(checked, live, strict=True):
+        if not detectors:
             continue
-        found = find(rule.check, rule.detectors, text)
+        found = find(rule.check, detectors, text)
         if not found:
             continue
         hit = Hit(rule.policy, rule.check, rule.action)
@@ -86,9 +90,11 @@ def findings_for(text: str, rules: tuple[Rule, ...]) -> list[tuple[Rule, list[Fi
     """Each text rule's findings in `text` (rules with none left out), for the stream
     scanner, which needs the positions to decide what may be released."""
     out: list[tuple[Rule, list[Finding]]] = []
-    for rule in rules:
-        if rule.detectors:
-            found = find(rule.check, rule.detectors, text)
+    checked = [r for r in rules if r.detectors]
+    live = gate_for([r.detectors for r in checked]).live(text)
+    for rule, detectors in zip(checked, live, strict=True):
+        if detectors:
+            found = find(rule.check, detectors, text)
             if found:
                 out.append((rule, found))
     return out

@@ -37,6 +37,7 @@ class JudgeOutcome:
 async def _one(
     judge: Judge,
     fmt: str,
+    judged: frozenset[str],
     rule: Rule,
     messages: list[dict[str, str]],
     stage: str,
@@ -58,7 +59,7 @@ async def _one(
         return None
     finally:
         tally.judged(rule.judge, clock() - started)
-    if counts(verdict, rule.categories):
+    if counts(verdict, rule.categories, judged, fmt):
         tally.add(rule.policy, rule.check, stage, rule.action, HIT)
         return Hit(rule.policy, rule.check, rule.action)
     tally.add(rule.policy, rule.check, stage, rule.action, CLEAN)
@@ -73,10 +74,25 @@ async def judge_all(
     stage: str,
     tally: GuardCounts,
     clock: Callable[[], float] = time.monotonic,
+    narrowed: Mapping[str, frozenset[str]] | None = None,
 ) -> JudgeOutcome:
-    """Every judge rule of a stage on `messages`, concurrently."""
+    """Every judge rule of a stage on `messages`, concurrently. `narrowed`: each judge
+    model's own categories (the catalog's `guard.categories`, lowercase)."""
+    own = narrowed or {}
     results = await asyncio.gather(
-        *(_one(judge, formats.get(r.judge, ""), r, messages, stage, tally, clock) for r in rules)
+        *(
+            _one(
+                judge,
+                formats.get(r.judge, ""),
+                own.get(r.judge, frozenset()),
+                r,
+                messages,
+                stage,
+                tally,
+                clock,
+            )
+            for r in rules
+        )
     )
     hits = tuple(h for h in results if h is not None)
     blocked = next((h for h in hits if h.action == BLOCK), None)

@@ -15,6 +15,16 @@ released: the client has it.
 An event whose text is held back entirely, and that carries nothing else, is not
 sent: it costs a decode and no encode.
 
+Judges (`model` rules on the output stage) are asked about the answer so far (the
+prompt, and all the text generated, held back or not) at bounded points: before the
+first text is released, then each time `JUDGE_EVERY_CHARS` more were generated, and at
+the end before the last held-back text goes. The caller (the dispatcher's pump) asks
+`judge_due()` after each `feed` and, when due, awaits the judges before sending what
+`feed` returned; a block drops that and ends the stream as above (`block`). So no text
+reaches the client that a judge has not seen, save what arrives between two points
+(at most `JUDGE_EVERY_CHARS`), and nothing released is taken back. A stream costs at
+most len / JUDGE_EVERY_CHARS + 2 judge round trips, each pausing it.
+
 Limits: a match longer than `HOLD_CHARS` (a whole PEM private key) is caught by its
 start only when it straddles the release point; the header alone is matched then.
 """
@@ -38,6 +48,9 @@ begins before the release point has matched by then, and holds the release back.
 RELEASE_STEP_CHARS = 32
 """Text is released (and so scanned) once this much more than HOLD_CHARS is pending:
 a scan per few tokens rather than per token."""
+JUDGE_EVERY_CHARS = 1024
+"""A stream's judges are asked again once this many more characters were generated
+(about 256 tokens): a round trip per a few seconds of generation, not per token."""
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
@@ -86,10 +99,47 @@ class StreamScanner:
     """One stream's scanning state (made per streamed request with output rules)."""
 
     rules: tuple[Rule, ...]
+    judges: tuple[Rule, ...] = ()
+    """The output stage's `model` rules, asked at the points `judge_due` says."""
     hits: list[Hit] = field(default_factory=list)
     blocked: Hit | None = None
     _pending: dict[int, str] = field(default_factory=dict)
     _template: dict[str, Any] = field(default_factory=dict)
+    _answer: dict[int, list[str]] = field(default_factory=dict)
+    """Each choice's text as generated (kept only when there are judges)."""
+    _generated: int = 0
+    _judged: int = -1
+    """How much of the generated text the judges have seen (-1: not asked yet)."""
+    _released: bool = False
+    _open: set[int] = field(default_factory=set)
+    _finished: bool = False
+
+    def judge_due(self) -> bool:
+        """Whether the judges are to be asked before what `feed` returned is sent: text is
+        about to be released for the first time, JUDGE_EVERY_CHARS more were generated
+        since they were last asked, or the answer ended with text they have not seen."""
+        if not self.judges or self.blocked is not None or self._generated <= self._judged:
+            return False
+        if self._finished:
+            return True
+        if self._judged < 0:
+            return self._released
+        return self._generated - self._judged >= JUDGE_EVERY_CHARS
+
+    def answer_text(self) -> str:
+        """The answer generated so far (every choice's), for the judges; marks it seen."""
+        self._judged = self._generated
+        return "\n\n".join("".join(self._answer[i]) for i in sorted(self._answer))
+
+    def judged(self, hits: tuple[Hit, ...], blocked: Hit | None) -> bytes:
+        """Takes the judges' outcome: their hits noted; on a block, returns the closing
+        events to send instead of what `feed` returned, and sets `blocked`."""
+        for hit in hits:
+            self._note(hit)
+        if blocked is None:
+            return b""
+        self.blocked = blocked
+        return blocked_events(self._template, min(self._answer, default=0), blocked)
 
     def feed(self, chunk: bytes) -> bytes:
         """Rewrites whole events; after a block, returns the closing events and sets
@@ -103,6 +153,7 @@ class StreamScanner:
                 out.append(event + b"\n\n")
                 continue
             if data == b"[DONE]":
+                self._finished = True
                 rest = self._release_all()
                 if self.blocked is not None:
                     out.append(rest)
@@ -140,8 +191,16 @@ class StreamScanner:
             index = choice.get("index", 0)
             holder, key = _text_place(choice)
             text = holder.get(key) if holder is not None else None
+            if self.judges and isinstance(text, str):
+                self._answer.setdefault(index, []).append(text)
+                self._generated += len(text)
             pending = self._pending.get(index, "") + (text if isinstance(text, str) else "")
             final = choice.get("finish_reason") is not None
+            if final:
+                self._open.discard(index)
+                self._finished = not self._open
+            else:
+                self._open.add(index)
             if not final and len(pending) < HOLD_CHARS + RELEASE_STEP_CHARS:
                 self._pending[index] = pending
                 released = ""
@@ -151,6 +210,8 @@ class StreamScanner:
                 return blocked_events(self._template, index, self.blocked)
             if holder is not None and (isinstance(text, str) or released):
                 holder[key] = released
+            if released:
+                self._released = True
             if omit and not _only_held_text(choice, released, final):
                 omit = False
         return b"" if omit else _event(body)
@@ -185,6 +246,7 @@ class StreamScanner:
             released = self._release(index, pending, True)
             if self.blocked is not None:
                 return blocked_events(self._template, index, self.blocked)
+            self._released = True
             place = "text" if self._template.get("object") == "text_completion" else "delta"
             choice: dict[str, Any] = {"index": index, "finish_reason": None}
             if place == "text":

@@ -97,8 +97,22 @@ def read_verdict(fmt: str, answer: str) -> Verdict:
     return reader(answer)
 
 
-def counts(verdict: Verdict, categories: frozenset[str]) -> bool:
-    """Whether the verdict is a hit for a check narrowed to `categories` (empty: any)."""
+def counts(
+    verdict: Verdict, categories: frozenset[str], judged: frozenset[str] = frozenset(), fmt: str = ""
+) -> bool:
+    """Whether the verdict is a hit: unsafe with a category among the judge model's own
+    (`judged`, its catalog entry's `guard.categories`) that is also among the check's
+    `categories`; an empty list narrows nothing. All lowercase.
+
+    A ShieldGemma answer names no category: its Yes is about the policies the model is
+    configured with, so it carries those (and a check can narrow to one of them)."""
     if not verdict.unsafe:
         return False
-    return not categories or bool(verdict.categories & categories)
+    found = verdict.categories
+    if fmt == "shieldgemma" and not found:
+        found = judged
+    if judged:
+        found = found & judged  # the others do not count, for any check
+        if not found:
+            return False
+    return not categories or bool(found & categories)

@@ -367,7 +367,7 @@ class Dispatcher:
         # What came with the replica's head goes out with the client's.
         first = relay.feed(stream.first)
         if scanner is not None:
-            first = scanner.feed(first)
+            first = await self._judged(scanner, scanner.feed(first), request.prompt)
         trace = request.trace
         if trace is not None:
             trace.saw(first)
@@ -381,6 +381,7 @@ class Dispatcher:
             request_id,
             scanner,
             trace,
+            request.prompt,
         )
         if trace is not None:
             trace.answered(target.model, endpoint.id, None, relay.usage_event)
@@ -419,6 +420,7 @@ class Dispatcher:
         request_id: str,
         scanner: StreamScanner | None = None,
         trace: RequestTrace | None = None,
+        prompt: str = "",
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off). With a guard
@@ -445,14 +447,14 @@ class Dispatcher:
                     break
                 out = relay.feed(chunk)
                 if scanner is not None:
-                    out = scanner.feed(out)
+                    out = await self._judged(scanner, scanner.feed(out), prompt)
                 if out:
                     if trace is not None:
                         trace.saw(out)
                     await transport.send_bytes(out)
             rest = relay.flush()
             if scanner is not None:
-                rest = scanner.feed(rest)
+                rest = await self._judged(scanner, scanner.feed(rest), prompt)
             if rest:
                 if trace is not None:
                     trace.saw(rest)
@@ -482,6 +484,13 @@ class Dispatcher:
         attempt.whole = True
         attempt.end()
         return 200
+
+    async def _judged(self, scanner: StreamScanner, out: bytes, prompt: str) -> bytes:
+        """What the scanner released, once the stream's judges (when due) let it go; the
+        closing events instead when they block."""
+        if self._guard is None or not scanner.judge_due():
+            return out
+        return await self._guard.judge_stream(scanner, prompt) or out
 
     async def _broken(
         self,

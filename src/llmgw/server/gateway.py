@@ -191,6 +191,7 @@ class Gateway:
             _judge_formats(self.catalog),
             RouterJudge(self.endpoints, limits, self.watchdog, clock, self.spans),
             clock,
+            _judge_categories(self.catalog),
         )
         self.registry.register(GuardCollector(self.guard.counts))
         self.canaries = Canaries(self.catalog, clock)
@@ -243,6 +244,7 @@ class Gateway:
         models and check limits against `catalog` from now on."""
         self.catalog = catalog
         self.guard.formats = _judge_formats(catalog)
+        self.guard.narrowed = _judge_categories(catalog)
         self.resolver.replace(catalog)
         self.models_view.replace(catalog)
         self.slo.replace(_objectives(catalog))
@@ -302,6 +304,15 @@ class Gateway:
 def _judge_formats(catalog: Catalog) -> dict[str, str]:
     """Each guard model's answer format, for the guard's judge rules."""
     return {m.name: m.guard.format for m in catalog.models() if m.is_guard and m.guard is not None}
+
+
+def _judge_categories(catalog: Catalog) -> dict[str, frozenset[str]]:
+    """Each guard model's own categories (lowercase), the only verdicts of it that count."""
+    return {
+        m.name: frozenset(c.lower() for c in m.guard.categories)
+        for m in catalog.models()
+        if m.is_guard and m.guard is not None and m.guard.categories
+    }
 
 
 def _objectives(catalog: Catalog) -> dict[str, Objective]:

@@ -53,3 +53,28 @@ def test_categories_narrow_what_counts() -> None:
     assert counts(verdict, frozenset({"s9", "s1"}))
     assert not counts(verdict, frozenset({"s1"}))
     assert not counts(Verdict(False), frozenset())
+
+
+def test_the_judge_models_own_categories_narrow_what_counts() -> None:
+    # models[].guard.categories: only verdicts in the judge's list count, whatever the check says.
+    llama = read_verdict("llamaguard3", "unsafe\nS9,S10")
+    assert counts(llama, frozenset(), frozenset({"s10"}), "llamaguard3")
+    assert not counts(llama, frozenset(), frozenset({"s1", "s2"}), "llamaguard3")
+    # Both lists narrow: a verdict must be in each.
+    assert not counts(llama, frozenset({"s9"}), frozenset({"s10"}), "llamaguard3")
+    assert counts(llama, frozenset({"s9"}), frozenset({"s9", "s10"}), "llamaguard3")
+    qwen = read_verdict("qwen3guard", "Safety: Unsafe\nCategories: Violent, Jailbreak")
+    assert counts(qwen, frozenset(), frozenset({"jailbreak"}), "qwen3guard")
+    assert not counts(qwen, frozenset(), frozenset({"pii"}), "qwen3guard")
+    assert not counts(Verdict(False), frozenset(), frozenset({"s1"}), "llamaguard3")
+    # An unsafe verdict with no category is outside any list.
+    assert not counts(read_verdict("json", '{"safe": false}'), frozenset(), frozenset({"x"}), "json")
+
+
+def test_a_shieldgemma_yes_carries_the_policies_it_was_asked_about() -> None:
+    yes = read_verdict("shieldgemma", "Yes")
+    policies = frozenset({"no dangerous content", "no harassment"})
+    assert counts(yes, frozenset(), policies, "shieldgemma")
+    assert counts(yes, frozenset({"no harassment"}), policies, "shieldgemma")
+    assert not counts(yes, frozenset({"no hate speech"}), policies, "shieldgemma")
+    assert not counts(read_verdict("shieldgemma", "No"), frozenset(), policies, "shieldgemma")
