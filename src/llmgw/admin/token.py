@@ -15,6 +15,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from llmgw.core.private_dirs import private_dir
+
 log = logging.getLogger(__name__)
 
 TOKEN_BYTES = 32
@@ -24,7 +26,7 @@ FILE_MODE = 0o600
 def load_or_create(path: Path) -> str:
     """The token in `path`, made first if there is none."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         token = secrets.token_urlsafe(TOKEN_BYTES)
         # O_EXCL: two processes starting at once agree on one token (the loser reads it).
         try:

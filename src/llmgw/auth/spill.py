@@ -21,12 +21,12 @@ from typing import Any
 import orjson
 
 from llmgw.auth.usage import UsageChunk
+from llmgw.core.private_dirs import private_dir
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "usage-spill.jsonl"
 FILE_MODE = 0o600
-DIRECTORY_MODE = 0o700
 
 
 def spill_path(state_directory: str | None, config_dir: Path | None) -> Path | None:
@@ -67,7 +67,7 @@ def decode(line: bytes) -> UsageChunk:
 def dump(path: Path, chunks: Iterable[UsageChunk]) -> int:
     """Appends the chunks to the spill file (made 0600, in a directory made 0700);
     returns how many records. OSError when it cannot be written."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)
+    private_dir(path.parent)
     written = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
     with os.fdopen(fd, "wb") as handle:

@@ -21,6 +21,7 @@ from typing import Any
 from llmgw.backup import crypt
 from llmgw.backup.manifest import MANIFEST, Manifest, check_members, parse_manifest
 from llmgw.config.backup import BackupRecipient
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import BackupError
 
 COMPRESS_LEVEL = 1
@@ -102,7 +103,7 @@ def _extract(source: Path, into: Path) -> tuple[dict[str, str], bytes | None]:
                 manifest = handle.read()
                 continue
             target = into.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(target.parent)
             digest = hashlib.sha256()
             with target.open("wb") as out:
                 while chunk := handle.read(_CHUNK):

@@ -19,6 +19,7 @@ import asyncssh
 
 from llmgw.backup.names import PARTIAL_SUFFIX, to_prune
 from llmgw.config.backup import CopyTarget
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import BackupError
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ SSH_CONNECT_TIMEOUT_S = 30.0
 def copy_to_directory(archive: Path, directory: Path, keep: int) -> None:
     """Copies `archive` into `directory` (made 0700 if absent) and prunes there."""
     try:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(directory)
         partial = directory / (archive.name + PARTIAL_SUFFIX)
         shutil.copyfile(archive, partial)
         partial.chmod(0o600)
@@ -61,7 +62,7 @@ def _known(known_hosts: Path, pattern: str) -> bool:
 
 
 def _learn(known_hosts: Path, pattern: str, key: asyncssh.SSHKey) -> None:
-    known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(known_hosts.parent)
     line = f"{pattern} {key.export_public_key('openssh').decode('ascii').strip()}\n"
     fd = os.open(known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with os.fdopen(fd, "a", encoding="ascii") as out:

@@ -31,6 +31,7 @@ from llmgw.backup.manifest import Manifest
 from llmgw.backup.write import CA_ROLES, Sources
 from llmgw.config.server import Settings
 from llmgw.config.values import split_host_port
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import BackupError
 from llmgw.store import migrate
 from llmgw.store.engine import describe
@@ -107,7 +108,7 @@ def _ca_targets(settings: Settings, manifest: Manifest) -> dict[str, Path]:
 
 
 def _put_file(source: Path, target: Path, mode: int) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(target.parent)
     staged = target.with_name(f".{target.name}.restoring")
     shutil.copyfile(source, staged)
     staged.chmod(mode)
@@ -122,7 +123,7 @@ def restore(
     # A SQLite copy is staged beside the store, so its rename stays on one file system.
     base = snapshot.sqlite_path(where.store).parent if kind == "sqlite" else None
     if base is not None:
-        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(base)
     work = Path(tempfile.mkdtemp(prefix=".llmgw-restore-", dir=base))
     try:
         manifest = archive.unpack(archive_path, work, identities)

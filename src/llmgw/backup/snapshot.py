@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import BackupError
 from llmgw.store import schema
 from llmgw.store.engine import SQLITE_BUSY_TIMEOUT_MS, database_url, describe, is_postgres, sqlite_file
@@ -95,7 +96,7 @@ def replace_sqlite(location: str, copy: Path) -> None:
     """Puts the checked `copy` in place of the store's file in one rename. A journal left
     beside the old file would be played back onto the new one, so it goes first."""
     path = sqlite_path(location)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(path.parent)
     staged = path.with_name(f".{path.name}.restoring")
     shutil.copyfile(copy, staged)
     staged.chmod(0o600)

@@ -22,6 +22,7 @@ from llmgw.backup.manifest import POSTGRES_MEMBER, SQLITE_MEMBER, Manifest, sha2
 from llmgw.backup.names import PARTIAL_SUFFIX, archive_name, to_prune
 from llmgw.config.backup import KNOWN_HOSTS_FILE, parse_copy_target
 from llmgw.config.server import Settings
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import BackupError
 
 CA_ROLES = ("ca_file", "cert_file", "key_file")
@@ -104,7 +105,7 @@ def snapshot_member(kind: str) -> str:
 def write_archive(settings: Settings, where: Sources, started: float) -> tuple[Path, tuple[str, ...]]:
     """Writes the archive into backup_dir and prunes there; returns it and what was pruned."""
     try:
-        where.backup_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(where.backup_dir)
     except OSError as exc:
         raise BackupError(
             f"backup_dir {where.backup_dir}: cannot be made ({exc.strerror}): set another"

@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+from llmgw.core.private_dirs import private_dir
+
 OUTPUT = "output.jsonl"
 ERRORS = "errors.jsonl"
 PROGRESS = "progress"
@@ -30,7 +32,7 @@ class Progress:
         self.done: set[int] = set()
         self.completed = 0
         self.failed = 0
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(folder)
         output_end, error_end, kept = self._read()
         self._output = _cut(folder / OUTPUT, output_end)
         self._errors = _cut(folder / ERRORS, error_end)

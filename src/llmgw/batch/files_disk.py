@@ -14,6 +14,8 @@ import shutil
 from collections.abc import Generator
 from pathlib import Path
 
+from llmgw.core.private_dirs import private_dir
+
 READ_CHUNK_BYTES = 256 * 1024
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -30,7 +32,7 @@ class FileDisk:
         """Makes the directories (private to the gateway's user) and drops temporary
         files an earlier process left half written."""
         for folder in (self.files, self.tmp, self.batches):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(folder)
         for leftover in self.tmp.iterdir():
             with contextlib.suppress(OSError):
                 leftover.unlink()

@@ -6,19 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from llmgw.core.private_dirs import PRIVATE_DIR_MODE, private_dir
+
 FILE_MODE = 0o600
-DIR_MODE = 0o700
-
-
-def private_dir(path: Path) -> None:
-    """`path` and its missing parents made 0700; an existing `path` narrowed to 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    os.chmod(path, DIR_MODE)
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Writes `data` to `path` with mode 0600 (an existing file is replaced and narrowed)."""
-    private_dir(path.parent)
+    """Writes `data` to `path` with mode 0600 (an existing file is replaced and narrowed),
+    in a folder made or narrowed to 0700."""
+    os.chmod(private_dir(path.parent), PRIVATE_DIR_MODE)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

@@ -28,6 +28,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import ConfigError
 from llmgw.secrets.seal import Sealer, envelope_key_id, is_sealed, open_value
 from llmgw.store import schema
@@ -156,7 +157,7 @@ def file_secret(path: Path, *, make: Callable[[], str] = new_secret) -> bytes:
     """The secret in `path`, made first (0600, in a directory made 0700) if absent.
     ConfigError when the file is there but empty."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         except FileExistsError:  # another process made it first: use the one it wrote

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from llmgw.core.private_dirs import private_dir
 from llmgw.errors import StoreConflict, StoreError, StoreUnavailable
 
 T = TypeVar("T")
@@ -80,7 +81,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 FILE_MODE = 0o600
-DIRECTORY_MODE = 0o700
 
 
 def create_private(path: Path) -> None:
@@ -90,7 +90,7 @@ def create_private(path: Path) -> None:
     it makes beside the database (the journal) the database file's mode, so they are
     0600 too. A file
     or directory that is already there is left as it is (its owner chose its mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)
+    private_dir(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
