@@ -167,9 +167,16 @@ class AdminClient:
         self._token = token
 
     def call(
-        self, method: str, path: str, body: Mapping[str, Any] | bytes | None = None, **query: str | None
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | bytes | None = None,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        **query: str | None,
     ) -> Any:
-        """One call; a mapping body goes as JSON, bytes as they are (a YAML definition)."""
+        """One call; a mapping body goes as JSON, bytes as they are (a YAML definition).
+        `timeout_s` is longer for calls that work while they answer (an eval run)."""
         params = {k: v for k, v in query.items() if v is not None}
         url = f"{self._base}/api/{path.lstrip('/')}"
         if params:
@@ -181,7 +188,7 @@ class AdminClient:
         if data is not None:
             request.add_header("content-type", "application/yaml" if raw else "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 return orjson.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as exc:
             with exc:
