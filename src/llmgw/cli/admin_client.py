@@ -165,18 +165,13 @@ class AdminClient:
     def __init__(self, base_url: str, token: str) -> None:
         self._base = base_url.rstrip("/")
         self._token = token
+        self.timeout_s = TIMEOUT_S
+        """How long a call may take: longer for one that works while it answers (an eval)."""
 
     def call(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | bytes | None = None,
-        *,
-        timeout_s: float = TIMEOUT_S,
-        **query: str | None,
+        self, method: str, path: str, body: Mapping[str, Any] | bytes | None = None, **query: str | None
     ) -> Any:
-        """One call; a mapping body goes as JSON, bytes as they are (a YAML definition).
-        `timeout_s` is longer for calls that work while they answer (an eval run)."""
+        """One call; a mapping body goes as JSON, bytes as they are (a YAML definition)."""
         params = {k: v for k, v in query.items() if v is not None}
         url = f"{self._base}/api/{path.lstrip('/')}"
         if params:
@@ -188,7 +183,7 @@ class AdminClient:
         if data is not None:
             request.add_header("content-type", "application/yaml" if raw else "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
                 return orjson.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as exc:
             with exc:

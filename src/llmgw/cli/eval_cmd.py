@@ -45,9 +45,9 @@ def eval_model(
     if suite:
         body["suite"] = suite
     try:
-        result = client(ctx).call(
-            "POST", f"eval/{urllib.parse.quote(model, safe='')}", body, timeout_s=EVAL_TIMEOUT_S
-        )
+        admin = client(ctx)
+        admin.timeout_s = EVAL_TIMEOUT_S
+        result = admin.call("POST", f"eval/{urllib.parse.quote(model, safe='')}", body)
     except AdminError as exc:
         raise fail(exc) from None
     if as_json:
