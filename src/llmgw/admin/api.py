@@ -21,6 +21,8 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
     GET               /api/router/replicas      the gateway's routing state (llmgw.router.admin_routes)
     GET               /api/router/canaries[/<model>]   canary splits, figures and rollbacks;
     POST              /api/router/canaries/<model>/reset   a rolled-back candidate back in
+    GET               /api/eval[/<model>]       the last evaluation results (llmgw.batch.eval_routes)
+    POST              /api/eval/<model>         runs an evaluation suite against the model now
     GET               /api/notify/deliveries    the webhook delivery log (llmgw.notify.routes);
     POST              /api/notify/test/<name>   a test event sent to one webhook now
     GET               /api/history              the dashboard's charts over monitoring.window, read
@@ -81,6 +83,7 @@ from llmgw.store import Store
 
 if TYPE_CHECKING:
     from llmgw.admin.control_routes import ControlRoutes
+    from llmgw.batch.eval_routes import EvalRoutes
     from llmgw.guard.attachments import GuardRoutes
     from llmgw.notify.routes import NotifyRoutes
     from llmgw.router.admin_routes import RouterRoutes
@@ -118,6 +121,8 @@ class AdminApi:
         self.inert: Callable[[], list[InertSetting]] = lambda: inert_in_use(settings)
         """The inert settings in use; the server points it at the catalog in force."""
         self.router: RouterRoutes | None = None
+        self.evals: EvalRoutes | None = None
+        """`/api/eval`, set by the server once the gateway exists."""
         self.guard: GuardRoutes | None = None
         """`/api/guard`, set by the server once the gateway's guardrails exist."""
         self.notify: NotifyRoutes | None = None
@@ -225,6 +230,8 @@ class AdminApi:
             return await self.notify.handle(method, parts[1:], query, body)
         if parts and parts[0] == "router" and self.router is not None:
             return await self.router.handle(method, parts[1:], query, body)
+        if parts and parts[0] == "eval" and self.evals is not None:
+            return await self.evals.handle(method, parts[1:], query, body)
         data = _json_object(body)
         try:
             if parts and parts[0] == "guard" and self.guard is not None:

@@ -66,8 +66,8 @@ class Canary(Strict):
 
 
 class EvalGate(Strict):
-    """A quality suite new weights must pass before they replace a model's.
-    Not acted on by this version (`llmgw.config.inert`)."""
+    """A quality suite the model must pass (`llmgw ctl eval`, llmgw.evals): as a canary
+    candidate, a score under `min_score` holds its split at 0."""
 
     suite: str = ""
     """A suite in control.eval_dir, or one llmgw carries (arithmetic, json-format)."""

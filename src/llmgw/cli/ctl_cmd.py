@@ -2,6 +2,7 @@
 
     llmgw ctl models | nodes | replicas | leader
     llmgw ctl explain MODEL
+    llmgw ctl eval MODEL [--suite S] [--concurrency N]
     llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
     llmgw ctl model canary-reset NAME
     llmgw ctl guard attach POLICY --project P | detach POLICY --project P | list
@@ -23,7 +24,7 @@ from typing import Any
 
 import typer
 
-from llmgw.cli import guard_cmd, notify_cmd
+from llmgw.cli import eval_cmd, guard_cmd, notify_cmd
 from llmgw.cli.admin_client import AdminError
 from llmgw.cli.connection import AdminTyper, call, client, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
@@ -39,6 +40,7 @@ model_app = AdminTyper(
 app.add_typer(model_app, name="model")
 app.add_typer(guard_cmd.app, name="guard")
 app.add_typer(notify_cmd.app, name="notify")
+app.command("eval")(eval_cmd.eval_model)
 
 _JSON = JSON
 # Who changed a model and when is for --wide: with it, ten columns do not fit in 80.
@@ -187,15 +189,19 @@ def _lines(ctx: typer.Context, path: str) -> tuple[list[str] | None, AdminError 
 @app.command("explain")
 def explain(ctx: typer.Context, model: str = typer.Argument(..., metavar="MODEL")) -> None:
     """Says why MODEL runs where it does, or why it does not run; with a canary, its
-    split, both sides' figures and any automatic rollback with its reasons."""
+    split, both sides' figures and any automatic rollback with its reasons; the last
+    eval result on this gateway."""
     placed, no_control = _lines(ctx, f"control/models/{_path(model)}/explain")
     canary, _ = _lines(ctx, f"router/canaries/{_path(model)}")
-    if placed is None and canary is None and no_control is not None:
+    evaluated, _ = _lines(ctx, f"eval/{_path(model)}")
+    if placed is None and canary is None and evaluated is None and no_control is not None:
         raise fail(no_control)
     if placed is not None:
         for line in placed or ["the control plane has nothing to say about it yet"]:
             typer.echo(line)
     for line in canary or []:
+        typer.echo(line)
+    for line in evaluated or []:
         typer.echo(line)
 
 

@@ -100,6 +100,13 @@ def sim_engine(
             "unsafe when the text holds [[unsafe]] or [[unsafe:CATEGORIES]], unreadable for [[garbage]]."
         ),
     ] = _DEFAULTS.judge,
+    eval_wrong: Annotated[
+        bool,
+        typer.Option(
+            help="Answer the prompts of llmgw's built-in eval suites (arithmetic, json-format) wrongly; "
+            "without it they get the right answers."
+        ),
+    ] = _DEFAULTS.eval_wrong,
     legacy_metrics: Annotated[
         bool, typer.Option(help="Serve vLLM's pre-0.9 metric names (gpu_cache_usage_perc, ...).")
     ] = _DEFAULTS.legacy_metrics,
@@ -163,6 +170,7 @@ def sim_engine(
             legacy_metrics=legacy_metrics,
             echo=echo,
             judge=judge,
+            eval_wrong=eval_wrong,
             startup_delay_s=startup_delay,
             fault=fault,
             fault_after=fault_after,

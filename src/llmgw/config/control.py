@@ -49,8 +49,8 @@ class Control(Strict):
     """IANA time zone for interpreting scaling schedules (e.g. Europe/Istanbul). Empty
     uses the host's local zone."""
     eval_dir: str = "/etc/llmgw/eval"
-    """Directory of named evaluation suites for model eval gates. This version runs no
-    evaluation (`llmgw.config.inert`)."""
+    """Directory of named evaluation suites (`NAME.jsonl`, llmgw.evals.suite) for
+    `llmgw ctl eval` and model eval gates; one here replaces a built-in suite of its name."""
     enabled: bool = False
     """Forces the control plane on, for deployments whose whole catalog lives in the
     store and whose file therefore lists static endpoints but no placeable model."""

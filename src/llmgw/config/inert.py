@@ -4,14 +4,14 @@ configuration uses.
 The settings are the whole specification, so a file written for a feature that has not
 landed yet still loads. An operator who sets one of those must be told it has no effect,
 or the file promises what the server does not do. `INERT` is the one table of them:
-a field path (`router.cache`, `models[].eval`: `[]` stands for any item of a list,
+a field path (`router.cache`, `models[].license`: `[]` stands for any item of a list,
 or any value of a mapping) and one sentence saying what does not happen. An entry
 covers the fields beneath it. The table shrinks as features land;
 tests/unit/config/test_inert.py fails when a field is neither read by runtime code nor
 listed here.
 
 `inert_in_use(settings, catalog)` is a pure function: the entries a configuration uses,
-each with the concrete path it is used at (`models[chat].eval`). A setting is in use
+each with the concrete path it is used at (`models[chat].license`). A setting is in use
 when it differs from its default.
 """
 
@@ -48,12 +48,10 @@ INERT: Mapping[str, str] = {
     "router.trusted_proxies": "X-Forwarded-For is not read by this version; clients are seen by "
     "their socket address",
     # The control plane's features not built yet.
-    "control.eval_dir": "evaluation suites are not run by this version",
     "facility.measured_fresh": "measured power draw is not read by this version; placement counts "
     "declared watts",
     "federation": "federation with other clusters is not available in this version",
     # Catalog fields.
-    "models[].eval": "evaluation gates are not run by this version; nothing is held back",
     "models[].license": "license terms are " + _NOT_ENFORCED + "; nothing is shown or refused",
     "models[].query_prefix": "this version does not prepend the query prefix to embedding queries",
     "models[].comfyui": "ComfyUI workflows are not run by this version",
@@ -82,9 +80,9 @@ class InertSetting:
     """One inert setting a configuration uses: where, and what does not happen."""
 
     path: str
-    """Where it is used: `router.cache`, `models[chat].eval`."""
+    """Where it is used: `router.cache`, `models[chat].license`."""
     entry: str
-    """The `INERT` entry it falls under: `models[].eval`."""
+    """The `INERT` entry it falls under: `models[].license`."""
     message: str
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from llmgw.config.backup import parse_copy_target
 from llmgw.config.checks import Loc, Problem
 from llmgw.config.secrets import VAULT_PREFIX
 from llmgw.config.values import is_loopback_host, split_host_port
+from llmgw.evals.suite import missing_sentence, suite_exists
 
 if TYPE_CHECKING:
     from llmgw.config.server import Settings
@@ -30,6 +31,7 @@ def check(settings: Settings) -> list[Problem]:
         *_backup_copies(settings),
         *_vault_references(settings),
         *_guard_judges(settings),
+        *_eval_suites(settings),
     ]
 
 
@@ -131,3 +133,14 @@ def _guard_judges(s: Settings) -> Iterator[Problem]:
                 yield Problem(
                     loc, f"{check.model!r} serves clients and judges nothing: name a model with role: guard"
                 )
+
+
+def _eval_suites(s: Settings) -> Iterator[Problem]:
+    # A gate naming no suite could never be passed: every candidate would be held back
+    # for a typo, found only when the first eval runs.
+    for i, model in enumerate(s.models):
+        gate = model.eval
+        if gate is None or not gate.suite:
+            continue
+        if not suite_exists(gate.suite, s.control.eval_dir):
+            yield Problem(("models", i, "eval", "suite"), missing_sentence(gate.suite, s.control.eval_dir))

@@ -187,19 +187,26 @@ class GatewayApp:
             self._refuse(proto, error, request_id, route, "", scope, generation=kind is not None)
 
     async def serve_as(
-        self, scope: Scope, proto: HTTPProtocol, principal: Principal | None, band: str | None
+        self,
+        scope: Scope,
+        proto: HTTPProtocol,
+        principal: Principal | None,
+        band: str | None,
+        *,
+        pinned: bool = False,
     ) -> None:
         """One generation request made inside the gateway (a batch's line, llmgw.batch)
         on behalf of `principal`, in admission band `band` (None: the principal's own):
         the same path as a client's, limits, budgets, guardrails and usage included,
-        without an Authorization header to check."""
+        without an Authorization header to check. `pinned`: the model's own replicas
+        only, with no canary split and no fallback (an evaluation of that model)."""
         kind = _GENERATION_ROUTES.get(scope.path)
         if kind is None:
             raise NotFound(f"{scope.path} is not a generation route", code="unknown_route")
         request_id = self._request_id(scope)
         REQUEST_ID.set(request_id)
         try:
-            await self._generate(scope, proto, kind, request_id, None, given=(principal, band))
+            await self._generate(scope, proto, kind, request_id, None, given=(principal, band), pinned=pinned)
         except ApiError as error:
             self._refuse(proto, error, request_id, scope.path, "", scope, generation=True)
 
@@ -370,10 +377,12 @@ class GatewayApp:
         trace: RequestTrace | None,
         passed: bytes = b"",
         given: tuple[Principal | None, str | None] | None = None,
+        pinned: bool = False,
     ) -> None:
         """One generation request; `trace` with tracing on and the request sampled,
         `passed` the client's trace context for a replica when it is not; `given` the
-        caller and band of a request made inside the gateway (`serve_as`)."""
+        caller and band of a request made inside the gateway (`serve_as`), `pinned` one
+        for the model's own replicas only."""
         started = self._clock()
         # `_authenticate` without its coroutine where it would await nothing (auth off,
         # or a key used before): the usual request pays a dictionary lookup only.
@@ -419,14 +428,14 @@ class GatewayApp:
             elif passed:
                 request.trace_context = passed
             chain: list[Target] = [target]
-            for name in target.fallbacks:
+            for name in () if pinned else target.fallbacks:
                 fallback = self._resolver.fallback(name)
                 if fallback is not None and self._visible(principal, fallback):
                     chain.append(fallback)
             named: Target | None = None
             canaries = self._canaries
             # An adapter is asked of the model's own replicas: a candidate may not hold it.
-            if canaries is not None and target.engine_model == target.model:
+            if canaries is not None and not pinned and target.engine_model == target.model:
                 candidate = canaries.choose(target.model, request.session)
                 if candidate is not None:
                     # The operator's choice, not the caller's: no visibility check, and

@@ -11,6 +11,10 @@ can still reach it. The decision is logged, counted (`llmgw_canary_rollbacks_tot
 kept with its figures for `llmgw ctl explain` and the admin API, and sent as the
 `canary.rolled_back` event.
 
+A candidate whose last evaluation failed its gate (`eval_result`, told by the
+admin API's eval runs, llmgw.batch.eval_run) gets nothing either, until an evaluation
+passes: a reset does not lift that hold.
+
 A rolled-back candidate gets nothing until an operator resets it (`reset`: the admin
 API's `POST /api/router/canaries/<model>/reset`, `llmgw ctl model canary-reset`), which
 also clears the window, so it is judged afresh. The state is this process's: each
@@ -75,6 +79,7 @@ class Canary:
         "after_rollback",
         "candidate",
         "configured",
+        "eval_hold",
         "limits",
         "model",
         "percent",
@@ -98,6 +103,12 @@ class Canary:
         self.rollback: Rollback | None = None
         self.after_rollback = 0
         """Candidate tries that finished after the rollback (those already under way)."""
+        self.eval_hold: str | None = None
+        """Why the candidate's last evaluation failed its gate, while it holds it at 0."""
+
+    def apply(self) -> None:
+        """The split in force from the configured one, a rollback and an eval hold."""
+        self.percent = 0 if self.rollback is not None or self.eval_hold is not None else self.configured
 
 
 class Canaries:
@@ -120,6 +131,8 @@ class Canaries:
         self._by_model: dict[str, Canary] = {}
         # Both names of each canary → (its canary, the side it is): one lookup per try.
         self._sides: dict[str, tuple[Canary, int]] = {}
+        self._eval_holds: dict[str, str] = {}
+        """Candidate model → why its last evaluation failed, across catalog changes."""
         self.replace(catalog)
 
     def replace(self, catalog: Catalog) -> None:
@@ -138,9 +151,10 @@ class Canaries:
             if old is not None and old.candidate == target.name and old.configured == spec.percent:
                 kept[model.name] = old
                 continue
-            kept[model.name] = Canary(
-                model.name, target.name, spec.percent, Limits(*spec.limits()), self._span_s
-            )
+            fresh = Canary(model.name, target.name, spec.percent, Limits(*spec.limits()), self._span_s)
+            fresh.eval_hold = self._eval_holds.get(target.name)
+            fresh.apply()
+            kept[model.name] = fresh
         self._by_model = kept
         sides: dict[str, tuple[Canary, int]] = {}
         for canary in kept.values():
@@ -195,14 +209,34 @@ class Canaries:
         data.update(decided.as_json())
         self.events.emit(ROLLED_BACK_EVENT, f"{canary.model}\n{canary.candidate}\n{decided.at}", data)
 
+    def eval_result(self, model: str, passed: bool, why: str) -> None:
+        """`model` was evaluated against its gate: a failure holds every canary whose
+        candidate it is at 0 until an evaluation passes."""
+        if passed:
+            self._eval_holds.pop(model, None)
+        else:
+            self._eval_holds[model] = why
+        for canary in self._by_model.values():
+            if canary.candidate != model:
+                continue
+            canary.eval_hold = None if passed else why
+            canary.apply()
+            log.info(
+                "canary of model %r: candidate %r %s its eval gate; split in force %d%%",
+                canary.model,
+                model,
+                "passed" if passed else "failed",
+                canary.percent,
+            )
+
     def reset(self, model: str) -> dict[str, Any] | None:
         """An operator's word: the candidate gets its configured split again, judged
         afresh. None when `model` has no canary."""
         canary = self._by_model.get(model)
         if canary is None:
             return None
-        canary.percent = canary.configured
         canary.rollback = None
+        canary.apply()
         canary.after_rollback = 0
         canary.sent = 0
         canary.window.clear()
@@ -221,7 +255,12 @@ class Canaries:
             "candidate": canary.candidate,
             "percent": canary.configured,
             "percent_in_force": canary.percent,
-            "state": "rolled_back" if canary.rollback is not None else "running",
+            "state": "rolled_back"
+            if canary.rollback is not None
+            else "eval_failed"
+            if canary.eval_hold is not None
+            else "running",
+            "eval_hold": canary.eval_hold,
             "sent_to_candidate": canary.sent,
             "window_s": self._span_s,
             "limits": {
@@ -262,6 +301,9 @@ def explain_lines(described: dict[str, Any]) -> list[str]:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(rollback["at"]))
         lines.append(f"canary rolled back at {when}: {rollback['why']}")
         lines.append(f"{candidate} gets no requests until `llmgw ctl model canary-reset {model}`")
+    hold = described.get("eval_hold")
+    if hold:
+        lines.append(f"{candidate} failed its eval gate ({hold}): it gets no requests until an eval passes")
     return lines
 
 

@@ -27,6 +27,8 @@ from llmgw.admin.api import AdminApi
 from llmgw.admin.debug_routes import DebugRoutes
 from llmgw.auth import AuthGate
 from llmgw.auth.spill import spill_path
+from llmgw.batch.eval_routes import EvalRoutes
+from llmgw.batch.eval_run import EvalResult, EvalResults
 from llmgw.batch.responses_runtime import responses_app, sweep
 from llmgw.config import Settings
 from llmgw.config.inert import inert_in_use
@@ -37,6 +39,7 @@ from llmgw.http.body_guard import BodyRules
 from llmgw.http.http1 import App, Limits
 from llmgw.http.http1_server import Http1Server
 from llmgw.http.rsgi import App as RsgiApp
+from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.identity import IdentityApp, build_identity, purge_loop
 from llmgw.obs.tracing import build_traces
 from llmgw.router.admin_routes import RouterRoutes
@@ -117,16 +120,35 @@ class Tenancy:
     api: AdminApi
 
 
+def eval_routes(settings: Settings, gateway: Gateway) -> EvalRoutes:
+    """`/api/eval`: suites run through the gateway's own path; a result under a model's
+    gate holds it back as a canary candidate (llmgw.router.canary)."""
+
+    def gate(result: EvalResult) -> None:
+        model = gateway.catalog.resolve(result.model)
+        if model is None or model.eval is None:
+            return
+        why = f"score {result.score.score:.2f} on {result.suite} under min_score {result.min_score:g}"
+        gateway.canaries.eval_result(result.model, result.passed, why)
+
+    async def pinned(scope: Scope, proto: HTTPProtocol) -> None:
+        await gateway.app.serve_as(scope, proto, None, None, pinned=True)
+
+    return EvalRoutes(pinned, lambda: gateway.catalog, settings.control.eval_dir, EvalResults(gate))
+
+
 def needs_store(settings: Settings) -> bool:
     """Auth keeps keys and usage in the store; the control plane its runtime catalog,
     lease and secret; webhooks their deliveries. A canary needs the admin API (where an
-    operator resets a rolled-back candidate), which the store brings. A router-only
+    operator resets a rolled-back candidate), which the store brings, and so does an
+    eval gate (where `llmgw ctl eval` runs it). A router-only
     server without any of those has nothing to keep."""
     return (
         settings.auth.enabled
         or settings.control_plane_mode
         or bool(settings.notify.webhooks)
         or any(m.canary is not None and m.canary.model for m in settings.models)
+        or any(m.eval is not None for m in settings.models)
     )
 
 
@@ -319,6 +341,7 @@ async def _serve_with(
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
             api.router = RouterRoutes(gateway.endpoints, gateway.clock, canaries=gateway.canaries)
+            api.evals = eval_routes(settings, gateway)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()

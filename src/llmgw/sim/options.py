@@ -81,6 +81,8 @@ class SimOptions(Strict):
     judge: str = ""
     """Answer as a guard model in this format (llamaguard3, qwen3guard, shieldgemma,
     json): unsafe when the text holds `[[unsafe]]` (see llmgw.sim.echo)."""
+    eval_wrong: bool = False
+    """Answer the built-in eval suites' prompts wrongly (llmgw.sim.eval_answers)."""
     legacy_metrics: bool = False
 
     startup_delay_s: float = Field(default=0.0, ge=0)

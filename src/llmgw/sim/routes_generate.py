@@ -20,6 +20,7 @@ from llmgw.sim import chunks
 from llmgw.sim.chat_template import TemplateError, render_chat
 from llmgw.sim.echo import all_text, echo_plan, judge_plan, last_user_text
 from llmgw.sim.engine import TokenStream
+from llmgw.sim.eval_answers import eval_answer
 from llmgw.sim.faults import STATUS_FAULTS, Action
 from llmgw.sim.options import SchedulingPolicy
 from llmgw.sim.protocol import ApiError, Sampling, bad_request, parse_chat, parse_completion
@@ -83,6 +84,10 @@ def plan_for(state: SimState, sampling: Sampling, prompt_ids: list[int], text: s
         return judge_plan(state.options.judge, text)
     if state.options.echo:
         return echo_plan(text, budget, sampling.max_tokens is not None)
+    # The built-in eval suites' prompts get their table's answer (llmgw.sim.eval_answers).
+    known = eval_answer(text, state.options.eval_wrong) if text else None
+    if known is not None:
+        return OutputPlan((known,), "stop")
     seed = request_seed(state.options.seed, sampling.seed, prompt_ids)
     return plan_output(seed=seed, max_tokens=budget, finish_reason=finish, stop=sampling.stop)
 

@@ -173,7 +173,6 @@ def test_a_catalog_field_is_named_by_its_model() -> None:
     found = inert_in_use(_load({**_ROUTER_ONLY, "models": [model, candidate]}))
     assert [f.path for f in found if f.path.startswith("models")] == [
         "models[chat].profiles[0].kv_events",
-        "models[chat].eval",
         "models[chat-next].profiles[0].kv_events",
     ]
 
