@@ -445,7 +445,8 @@ class GatewayApp:
                 and principal is not None
                 and principal.cache_ttl_s
                 and principal.project_id is not None
-                and cacheable(request.body)
+                # An embedding is the same every time; generation only when it does not sample.
+                and (kind is Kind.EMBEDDINGS or cacheable(request.body))
             ):
                 key = cache_key(
                     principal.project_id,

@@ -4,8 +4,12 @@ Only an answer that would come out the same again is worth keeping: a request wi
 `temperature: 0`, or one that names a `seed`. Anything else samples, and a cached
 answer would hide that from the client.
 
-The key is the project, the route, the model, the answer's shape and a hash of the
-body's canonical form (keys sorted, no whitespace). The body counts whole except the
+The key is the project, the route, the model, the answer's shape and the body's
+canonical form (keys sorted, no whitespace), as bytes. Not a digest of them: a
+cryptographic hash of a few KB costs more than the 5 µs a miss may add
+(bench/results/cache-micro.md), while a dictionary hashes bytes far faster and compares
+them whole, so two requests can never share an entry by collision. The key's bytes
+count towards its entry's size. The body counts whole except the
 fields that never change what the model writes (`user`, `metadata`, `stream`,
 `stream_options`, `store`, ...): leaving fields out by a deny list rather than taking
 them in by an allow list means a field this version does not know (a new sampling
@@ -18,7 +22,6 @@ a stream gets a stream of the same events, and one that asked for JSON gets JSON
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,12 +46,9 @@ def cacheable(body: Mapping[str, Any]) -> bool:
 def cache_key(
     project: str, route: bytes, model: str, stream: bool, usage: bool, body: Mapping[str, Any]
 ) -> bytes:
-    """The key of a cacheable request's answer (a digest: entries are compared by it
-    and keys never hold a prompt)."""
+    """The key of a cacheable request's answer: each name length-prefixed, so no two
+    different requests make the same bytes."""
     kept = {name: value for name, value in body.items() if name not in IGNORED_FIELDS}
     canonical = orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.blake2b(canonical, digest_size=20)
-    digest.update(b"\0" + project.encode() + b"\0" + route + b"\0" + model.encode())
-    digest.update(b"\x01" if stream else b"\x00")
-    digest.update(b"\x01" if usage else b"\x00")
-    return digest.digest()
+    names = orjson.dumps((project, route.decode(), model, stream, usage))
+    return len(names).to_bytes(4, "big") + names + canonical

@@ -234,6 +234,24 @@ def test_a_hit_is_marked_in_its_usage_record_and_charged_nothing(deployment: Dep
     assert hit["tags"] == {"llmgw.cache": "hit"}
 
 
+def test_embeddings_are_cached_without_a_temperature(deployment: Deployment) -> None:
+    key = deployment.project("vectors")
+    deployment.cache("vectors", "10m")
+    body = {"model": "chat-a", "input": [f"embed case {next(_prompts)}"]}
+    answers = [
+        deployment.client.post(
+            deployment.gateway.base_url + "/embeddings", json=body, headers={"authorization": f"Bearer {key}"}
+        )
+        for _ in range(2)
+    ]
+    assert [a.status_code for a in answers] == [200, 200], answers[0].text
+    assert [a.headers["x-llmgw-cache"] for a in answers] == ["miss", "hit"]
+    assert answers[1].json() == answers[0].json()
+    # The sim counts no embeddings among its requests: the record says who answered.
+    assert deployment.record(answers[0].headers["x-request-id"])["replica"] == "sim-1"
+    assert deployment.record(answers[1].headers["x-request-id"])["replica"] == "cache"
+
+
 def test_the_cli_refuses_neither_or_both_of_ttl_and_off(deployment: Deployment) -> None:
     for args in ((), ("--ttl", "1m", "--off")):
         done = deployment.cli("cache", "--project", "cached", *args)
