@@ -16,7 +16,10 @@ from llmgw.cli.connection import AdminTyper, call, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
 from llmgw.cli.values import duration
 
-app = AdminTyper(help="Create, list and revoke API keys; bound their lifetime.", no_args_is_help=True)
+app = AdminTyper(
+    help="Create, list and revoke API keys; bound their lifetime; cache a project's answers.",
+    no_args_is_help=True,
+)
 
 _COLUMNS = (Column("id", whole=True), "name", "project", "user", "band", "rpm", "tpm", "expires", "state")
 _JSON = JSON
@@ -112,7 +115,7 @@ def cache(
     ttl: str | None = typer.Option(None, "--ttl", help="How long an answer is kept, like 10m or 1h."),
     off: bool = typer.Option(False, "--off", help="Stop caching the project's answers."),
 ) -> None:
-    """Caches the project's repeatable answers (temperature 0, or a seed) for --ttl.
+    """Caches the project's repeatable answers (temperature 0, a seed, embeddings) for --ttl.
 
     A repeated request from any of the project's keys is then answered from the
     gateway's memory (router.cache bounds it) with x-llmgw-cache: hit, at no token cost.
