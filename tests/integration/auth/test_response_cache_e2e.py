@@ -261,3 +261,18 @@ def test_the_cli_refuses_neither_or_both_of_ttl_and_off(deployment: Deployment) 
     bad = deployment.cli("cache", "--project", "cached", "--ttl", "soon")
     assert bad.returncode == 2
     assert "--ttl" in bad.stderr
+
+
+def test_the_admin_api_sets_and_shows_a_projects_cache_lifetime(deployment: Deployment) -> None:
+    deployment.project("shown")
+    assert deployment.admin("GET", "/api/projects/shown")["cache_ttl"] is None
+    assert deployment.admin("PUT", "/api/cache/project/shown", {"ttl": "90s"})["cache_ttl"] == "1m30s"
+    assert deployment.admin("GET", "/api/projects/shown")["cache_ttl"] == "1m30s"
+    assert deployment.admin("PUT", "/api/cache/project/shown", {"ttl": None})["cache_ttl"] is None
+    headers = {"authorization": f"Bearer {deployment.admin_token}"}
+    url = deployment.gateway.admin_url + "/api/cache"
+    team = deployment.client.put(url + "/team/shown-team", json={"ttl": "1m"}, headers=headers)
+    assert team.status_code == 400
+    assert "per project" in team.json()["error"]["message"]
+    missing = deployment.client.put(url + "/project/nowhere", json={"ttl": "1m"}, headers=headers)
+    assert missing.status_code == 404
