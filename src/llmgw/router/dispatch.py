@@ -233,6 +233,10 @@ class Dispatcher:
         chunks = entry.chunks
         first_byte: float | None = None
         status = 200
+        trace = request.trace
+        if trace is not None:
+            trace.set("llmgw.cache", "hit")
+            trace.set("llmgw.model", entry.model)
         if request.stream:
             headers.append(("cache-control", "no-cache"))
             first_byte = self._clock()
