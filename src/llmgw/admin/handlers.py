@@ -61,7 +61,7 @@ class Handlers:
         if not parts:
             raise NotFound(
                 "the admin API's routes are under /api: orgs, teams, projects, users, "
-                "memberships, keys, limits, budgets, ttl, usage",
+                "memberships, keys, limits, budgets, ttl, cache, usage",
                 code="unknown_route",
             )
         head, rest = parts[0], parts[1:]
@@ -73,6 +73,7 @@ class Handlers:
             "limits": self._limits,
             "budgets": self._budgets,
             "ttl": self._ttl,
+            "cache": self._cache,
             "usage": self._usage,
         }.get(head)
         if route is None:
@@ -339,6 +340,19 @@ class Handlers:
             self._refresh_gate(scope)
             return 200, m.scope_json(scope)
         raise MethodNotAllowed("ttl: PUT /api/ttl/<org|team|project>/<id> {max_key_ttl}")
+
+    async def _cache(self, method: str, rest: list[str], query: Query, body: dict[str, Any]) -> Answer:
+        if len(rest) == 2 and method == "PUT":
+            if rest[0] != "project":
+                raise BadRequest("the response cache is switched on per project: /api/cache/project/<id>")
+            fields = m.CacheBody.model_validate(body)
+            ttl = fields.ttl
+            seconds = None if ttl is None or not ttl.total_seconds() else ttl.total_seconds()
+            changes = {"cache_ttl_s": seconds}
+            scope = await self._store.tenancy.update("project", rest[1], changes, self._clock())
+            self._refresh_gate(scope)
+            return 200, m.scope_json(scope)
+        raise MethodNotAllowed("cache: PUT /api/cache/project/<id> {ttl}")
 
     # --- usage -------------------------------------------------------------------------
 

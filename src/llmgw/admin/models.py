@@ -120,6 +120,13 @@ class TtlBody(Body):
     max_key_ttl: Duration | None = None
 
 
+class CacheBody(Body):
+    """PUT /api/cache/project/<id>: how long the response cache keeps the project's
+    answers; null turns it off."""
+
+    ttl: Duration | None = None
+
+
 def micros(units: float | None) -> int | None:
     return None if units is None else round(units * MICROS_PER_UNIT)
 
@@ -170,6 +177,8 @@ def scope_json(scope: Scope) -> dict[str, Any]:
     else:
         out["max_key_ttl"] = _ttl_text(scope.max_key_ttl_s)
         out["gpu_quota"] = scope.gpu_quota
+    if scope.kind == "project":
+        out["cache_ttl"] = _ttl_text(scope.cache_ttl_s)
     return out
 
 

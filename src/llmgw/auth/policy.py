@@ -122,6 +122,7 @@ def resolve(key: KeyRow, scopes: Scopes, auth: Auth) -> Principal | None:
         budgets=tuple(budgets),
         model_sets=tuple(frozenset(lv.allowed_models) for lv in levels if lv.allowed_models is not None),
         spend_scopes=spend_scopes_of(kind, key.user_id, key.project_id, team_id, org_id),
+        cache_ttl_s=0.0 if personal else levels[0].cache_ttl_s or 0.0,
     )
 
 

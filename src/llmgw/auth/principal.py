@@ -35,6 +35,9 @@ class Principal:
     """Each level's allowed models, for the levels that restrict them."""
     spend_scopes: tuple[str, ...]
     """The ledger scopes a request's cost is charged to (`spend_scopes_of`)."""
+    cache_ttl_s: float = 0.0
+    """How long the response cache keeps its project's answers; 0: not cached (a
+    personal key's answers never are)."""
     row_identity: RowIdentity = field(init=False, compare=False)
     """The caller as its usage records name it: made once, since every answered request
     is recorded with it."""

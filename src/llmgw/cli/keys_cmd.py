@@ -1,4 +1,4 @@
-"""`llmgw keys create|list|revoke|ttl`: API keys, through the admin API.
+"""`llmgw keys create|list|revoke|ttl|cache`: API keys, through the admin API.
 
 A key is printed once, when it is made; the server keeps only its hash. Keys belong
 to a project (`--project`) or to a person (`--user`), and live at most as long as
@@ -16,7 +16,10 @@ from llmgw.cli.connection import AdminTyper, call, fail
 from llmgw.cli.tables import JSON, WIDE, Column, show
 from llmgw.cli.values import duration
 
-app = AdminTyper(help="Create, list and revoke API keys; bound their lifetime.", no_args_is_help=True)
+app = AdminTyper(
+    help="Create, list and revoke API keys; bound their lifetime; cache a project's answers.",
+    no_args_is_help=True,
+)
 
 _COLUMNS = (Column("id", whole=True), "name", "project", "user", "band", "rpm", "tpm", "expires", "state")
 _JSON = JSON
@@ -103,3 +106,26 @@ def ttl(
         raise fail(exc) from None
     call(ctx, "PUT", f"ttl/{kind}/{ident}", {"max_key_ttl": value})
     typer.echo(f"keys under {kind} {ident} live at most {longest if value else 'as auth.max_key_ttl allows'}")
+
+
+@app.command("cache")
+def cache(
+    ctx: typer.Context,
+    project: str = typer.Option(..., "--project", help="The project whose answers are cached."),
+    ttl: str | None = typer.Option(None, "--ttl", help="How long an answer is kept, like 10m or 1h."),
+    off: bool = typer.Option(False, "--off", help="Stop caching the project's answers."),
+) -> None:
+    """Caches the project's repeatable answers (temperature 0, a seed, embeddings) for --ttl.
+
+    A repeated request from any of the project's keys is then answered from the
+    gateway's memory (router.cache bounds it) with x-llmgw-cache: hit, at no token cost.
+    --off stops hits once each gateway sees the change (within auth.cache_ttl)."""
+    if (ttl is None) == (not off):
+        raise fail(ValueError("give --ttl DURATION to cache the project's answers, or --off to stop"))
+    try:
+        value = None if off or ttl is None else duration(ttl, "--ttl")
+    except ValueError as exc:
+        raise fail(exc) from None
+    call(ctx, "PUT", f"cache/project/{project}", {"ttl": value})
+    said = "answers are not cached" if off else f"answers are cached for {ttl}"
+    typer.echo(f"project {project}: {said}")

@@ -44,7 +44,6 @@ INERT: Mapping[str, str] = {
     # The router's features not built yet.
     "router.kv_index": "the router builds no KV-event index in this version; prefix routing uses its "
     "own tree",
-    "router.cache": "this version caches no responses",
     "router.trusted_proxies": "X-Forwarded-For is not read by this version; clients are seen by "
     "their socket address",
     # The control plane's features not built yet.

@@ -58,8 +58,8 @@ class Batch(Strict):
 
 
 class Cache(Strict):
-    """Memory budget of a response cache, per gateway process and lost on restart. This
-    version caches nothing (`llmgw.config.inert`)."""
+    """Memory budget of the response cache, per gateway process and lost on restart.
+    Projects switch caching on for themselves (`llmgw keys cache`)."""
 
     max_bytes: NonNegativeInt = 0
     """Total size across all projects; 0 is 128 MiB. Least recently used entries are

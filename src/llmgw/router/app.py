@@ -35,11 +35,12 @@ from llmgw.http.responses import JSON, api_error_response, refusal_reason
 from llmgw.http.rsgi import App, HTTPProtocol, Scope
 from llmgw.obs.access import AccessLine
 from llmgw.obs.logs import current_trace_id
+from llmgw.router.cache_key import cache_key, cacheable
 from llmgw.router.catalog_view import ModelsView
 from llmgw.router.cors import CorsPolicy, WithHeaders
 from llmgw.router.counted import CountedProtocol
 from llmgw.router.departures import Departures
-from llmgw.router.dispatch import Dispatcher
+from llmgw.router.dispatch import CACHE_TAG, Dispatcher
 from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl
 from llmgw.router.metrics import MODEL_ROUTE, OTHER_ROUTE, GatewayMetrics
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from llmgw.obs.spans import RequestTrace, Spans
     from llmgw.router.access_log import AccessRecorder
     from llmgw.router.canary import Canaries
+    from llmgw.router.response_cache import ResponseCache
 
 _GENERATION_ROUTES: dict[str, Kind] = {
     "/v1/chat/completions": Kind.CHAT,
@@ -94,7 +96,9 @@ class GatewayApp:
         access: AccessRecorder | None = None,
         spans: Spans | None = None,
         canaries: Canaries | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
+        self._cache = cache
         self._resolver = resolver
         self._canaries = canaries
         self._endpoints = endpoints
@@ -444,6 +448,30 @@ class GatewayApp:
                     if chosen is not None:
                         named = target
                         chain.insert(0, chosen)
+            cache = self._cache
+            if (
+                cache is not None
+                and principal is not None
+                and principal.cache_ttl_s
+                and principal.project_id is not None
+                # An embedding is the same every time; generation only when it does not sample.
+                and (kind is Kind.EMBEDDINGS or cacheable(request.body))
+            ):
+                key = cache_key(
+                    principal.project_id,
+                    kind.path,
+                    target.model,
+                    request.stream,
+                    request.wants_usage,
+                    request.body,
+                )
+                entry = cache.get(key)
+                if entry is not None:
+                    # Before admission and the charge: a hit holds no replica and costs nothing.
+                    request.account = self._cached_account(principal, request, scope)
+                    await self._dispatcher.replay(proto, request, entry, request_id, started)
+                    return
+                request.cache = (key, principal.cache_ttl_s)
             if principal is not None:
                 request.account = self._charge(principal, request, target, scope)
                 if request.guard_flagged:
@@ -540,6 +568,16 @@ class GatewayApp:
             return new_account((principal, counted, NO_TAGS, 0.0, reservation))
         tags = parse_tags(header, metadata if isinstance(metadata, dict) else None)
         return new_account((principal, counted, tags, 0.0, reservation))
+
+    def _cached_account(self, principal: Principal, request: ClientRequest, scope: Scope) -> Account:
+        """The account of a cache hit: no tokens counted, nothing reserved, its tags and
+        `llmgw.cache=hit` on its usage record."""
+        header, metadata = scope.headers.get(_TAGS_HEADER), request.body.get("metadata")
+        tags = parse_tags(header, metadata if isinstance(metadata, dict) else None)
+        tags[CACHE_TAG] = "hit"
+        if request.guard_flagged:
+            tags[FLAG_TAG] = request.guard_flagged
+        return new_account((principal, 0, tags, 0.0, None))
 
     def _unreserve(self, request: ClientRequest) -> None:
         account = request.account

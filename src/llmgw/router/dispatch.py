@@ -49,6 +49,7 @@ from llmgw.router.liveness import Liveness
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
+from llmgw.router.response_cache import Entry, ResponseCache
 from llmgw.router.sse import SseRelay
 from llmgw.router.targets import Target
 from llmgw.router.usage import UsageRecord, UsageSink
@@ -73,6 +74,29 @@ def _flag(request: ClientRequest, flags: list[Hit]) -> None:
 
 
 _EVENT_STREAM = "text/event-stream"
+CACHE_TAG = "llmgw.cache"
+"""The usage record tag of an answer the response cache gave (value `hit`)."""
+CACHE_HEADER = "x-llmgw-cache"
+
+
+class _Kept:
+    """The bytes of a stream sent to the client, for the response cache; given up
+    (None) once they outgrow an entry."""
+
+    __slots__ = ("chunks", "room")
+
+    def __init__(self, room: int) -> None:
+        self.chunks: list[bytes] | None = []
+        self.room = room
+
+    def add(self, data: bytes) -> None:
+        chunks = self.chunks
+        if chunks is not None and data:
+            self.room -= len(data)
+            if self.room < 0:
+                self.chunks = None
+            else:
+                chunks.append(data)
 
 
 class Dispatcher:
@@ -93,7 +117,9 @@ class Dispatcher:
         failures: FailureLog | None = None,
         guard: Guardrails | None = None,
         canaries: Canaries | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
+        self._cache = cache
         self._guard = guard
         self._canaries = canaries
         self._endpoints = endpoints
@@ -192,6 +218,56 @@ class Dispatcher:
             self._failures.failed(request_id, *failed, attempts, last_error, final=True)
         raise as_api_error(last_error, first.model, self._retry_after)
 
+    async def replay(
+        self, proto: HTTPProtocol, request: ClientRequest, entry: Entry, request_id: str, started: float
+    ) -> None:
+        """Answers `request` with a cached answer: the same bytes the first client was
+        sent (a stream's events in order), marked `x-llmgw-cache: hit`. It is recorded
+        with no tokens and the `llmgw.cache` tag, and charged to no limit or budget."""
+        headers = [
+            ("content-type", entry.content_type),
+            ("x-request-id", request_id),
+            ("x-llmgw-model", entry.model),
+            (CACHE_HEADER, "hit"),
+        ]
+        chunks = entry.chunks
+        first_byte: float | None = None
+        status = 200
+        trace = request.trace
+        if trace is not None:
+            trace.set("llmgw.cache", "hit")
+            trace.set("llmgw.model", entry.model)
+        if request.stream:
+            headers.append(("cache-control", "no-cache"))
+            first_byte = self._clock()
+            transport = proto.response_stream(200, headers, chunks[0])
+            try:
+                for chunk in chunks[1:]:
+                    await transport.send_bytes(chunk)
+            except ProtocolClosed:
+                status = 499
+        else:
+            proto.response_bytes(200, headers, chunks[0])
+        finished = self._clock()
+        self._metrics.answered(request.kind, entry.model, status, finished - started)
+        self._usage.record(
+            UsageRecord(
+                request_id,
+                entry.model,
+                "cache",
+                status,
+                request.stream,
+                None,
+                started,
+                first_byte,
+                finished,
+                request.account,
+                request.kind.path,
+                request.band,
+                current_trace_id(),
+            )
+        )
+
     def _headers(
         self, request_id: str, target: Target, endpoint: Endpoint, content_type: str, request: ClientRequest
     ) -> list[tuple[str, str]]:
@@ -201,6 +277,8 @@ class Dispatcher:
             ("x-llmgw-model", target.model),
             ("x-llmgw-replica", endpoint.id),
         ]
+        if request.cache is not None:
+            headers.append((CACHE_HEADER, "miss"))
         account = request.account
         if account is not None:
             # With auth on: the caller's rate limits, as OpenAI sends them on every answer.
@@ -299,6 +377,9 @@ class Dispatcher:
                     self._headers(request_id, target, endpoint, result.content_type, request),
                     answer,
                 )
+                if request.cache is not None and result.status == 200 and self._cache is not None:
+                    key, ttl_s = request.cache
+                    self._cache.put(key, result.content_type, (answer,), target.model, ttl_s)
                 finished = self._clock()
                 self._metrics.answered(request.kind, target.model, result.status, finished - started)
                 if trace is not None:
@@ -371,6 +452,10 @@ class Dispatcher:
         trace = request.trace
         if trace is not None:
             trace.saw(first)
+        cache = self._cache
+        kept = None if request.cache is None or cache is None else _Kept(cache.max_entry_bytes)
+        if kept is not None:
+            kept.add(first)
         status = await self._pump(
             proto.response_stream(200, headers, first),
             stream,
@@ -382,7 +467,18 @@ class Dispatcher:
             scanner,
             trace,
             request.prompt,
+            kept,
         )
+        if (
+            kept is not None
+            and kept.chunks is not None
+            and status == 200
+            and (scanner is None or scanner.blocked is None)
+            and cache is not None
+            and request.cache is not None
+        ):
+            key, ttl_s = request.cache
+            cache.put(key, _EVENT_STREAM, tuple(kept.chunks), target.model, ttl_s)
         if trace is not None:
             trace.answered(target.model, endpoint.id, None, relay.usage_event)
         if scanner is not None and self._guard is not None:
@@ -421,6 +517,7 @@ class Dispatcher:
         scanner: StreamScanner | None = None,
         trace: RequestTrace | None = None,
         prompt: str = "",
+        kept: _Kept | None = None,
     ) -> int:
         """Copies the stream until it ends; returns the status to account it under (200,
         499 when the client left, 502 when the replica broke it off). With a guard
@@ -451,6 +548,8 @@ class Dispatcher:
                 if out:
                     if trace is not None:
                         trace.saw(out)
+                    if kept is not None:
+                        kept.add(out)
                     await transport.send_bytes(out)
             rest = relay.flush()
             if scanner is not None:
@@ -458,6 +557,8 @@ class Dispatcher:
             if rest:
                 if trace is not None:
                     trace.saw(rest)
+                if kept is not None:
+                    kept.add(rest)
                 await transport.send_bytes(rest)
             if not relay.done:
                 raise UpstreamClosed("the replica ended the stream without its closing [DONE] event")

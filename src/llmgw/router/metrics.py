@@ -25,6 +25,7 @@ from llmgw.router.request import Kind
 if TYPE_CHECKING:
     from llmgw.router.canary import Canaries
     from llmgw.router.flow import FlowControl
+    from llmgw.router.response_cache import ResponseCache
     from llmgw.router.slo import SloTracker
 
 MODEL_ROUTE = "/v1/models/{model}"
@@ -408,6 +409,36 @@ class CanaryCollector(Collector):
             ["model", "candidate", "reason"],
             self._canaries.rollbacks.items(),
         )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class CacheCollector(Collector):
+    """The response cache's hits, misses, evictions and size (llmgw.router.response_cache)."""
+
+    def __init__(self, cache: ResponseCache) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        cache = self._cache
+        stats = cache.stats
+        for name, doc, value in (
+            ("hits", "Requests answered from the response cache.", stats.hits),
+            ("misses", "Cacheable requests the response cache did not hold.", stats.misses),
+            ("evictions", "Entries evicted to make room (router.cache.max_bytes).", stats.evictions),
+            ("stored", "Answers kept by the response cache.", stats.stored),
+            ("too_large", "Answers larger than router.cache.max_entry_bytes, not kept.", stats.too_large),
+        ):
+            family = CounterMetricFamily(f"llmgw_response_cache_{name}", doc)
+            family.add_metric([], value)
+            yield family
+        size = GaugeMetricFamily("llmgw_response_cache_bytes", "Bytes the response cache holds now.")
+        size.add_metric([], cache.size_bytes)
+        yield size
+        entries = GaugeMetricFamily("llmgw_response_cache_entries", "Entries the response cache holds now.")
+        entries.add_metric([], len(cache))
+        yield entries
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -77,6 +77,9 @@ class ClientRequest:
     trace_context: bytes = b""
     """The client's `traceparent` (and `tracestate`) as header lines, passed on to the
     replica when this gateway records nothing of the request."""
+    cache: tuple[bytes, float] | None = None
+    """A cacheable request the cache did not hold: its key and its project's lifetime,
+    for keeping the whole answer (llmgw.router.response_cache)."""
 
     @property
     def prompt_token_floor(self) -> int:

@@ -45,6 +45,7 @@ from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
 from llmgw.router.metrics import (
     BEFORE_ROUTE,
+    CacheCollector,
     CanaryCollector,
     FlowCollector,
     GatewayMetrics,
@@ -53,6 +54,7 @@ from llmgw.router.metrics import (
 )
 from llmgw.router.picker import Picker, PrefixRules
 from llmgw.router.prefix_tree import PrefixTree
+from llmgw.router.response_cache import ResponseCache
 from llmgw.router.scoring import ScoringTargets
 from llmgw.router.scraper import Scraper
 from llmgw.router.slo import Objective, SloTracker
@@ -196,6 +198,14 @@ class Gateway:
         self.registry.register(GuardCollector(self.guard.counts))
         self.canaries = Canaries(self.catalog, clock)
         self.registry.register(CanaryCollector(self.canaries))
+        # Switched on per project, so only with keys to know the project by.
+        self.cache = (
+            ResponseCache(router.cache.effective_max_bytes, router.cache.effective_max_entry_bytes, clock)
+            if auth is not None
+            else None
+        )
+        if self.cache is not None:
+            self.registry.register(CacheCollector(self.cache))
         self.dispatcher = Dispatcher(
             self.endpoints,
             self.picker,
@@ -209,6 +219,7 @@ class Gateway:
             clock=clock,
             guard=self.guard,
             canaries=self.canaries,
+            cache=self.cache,
         )
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
@@ -235,6 +246,7 @@ class Gateway:
             access=self.access,
             spans=self.spans,
             canaries=self.canaries,
+            cache=self.cache,
         )
         self.admin = AdminApp(self.registry, self.ready, api=admin_api, debug=debug)
         self.metrics_app = AdminApp(self.registry, self.ready, metrics_only=True)

@@ -39,6 +39,8 @@ class Scope:
     gpu_quota: int | None = None
     """Devices (whole cards or MIG instances) the models this org, team or project owns
     may hold together, its subtree's included; None: no quota. Never set on a person."""
+    cache_ttl_s: float | None = None
+    """A project's: how long the response cache keeps its answers; None: not cached."""
     email: str | None = None
     disabled: bool = False
     created_at: float = 0.0

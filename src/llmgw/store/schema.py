@@ -66,6 +66,8 @@ projects = sa.Table(
     *_scope_columns(),
     sa.Column("max_key_ttl_s", Seconds, nullable=True),
     sa.Column("gpu_quota", sa.Integer, nullable=True),
+    # Added by migration 0016: how long its answers are cached; NULL is off.
+    sa.Column("cache_ttl_s", Seconds, nullable=True),
 )
 
 users = sa.Table(

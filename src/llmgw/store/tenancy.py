@@ -38,6 +38,7 @@ SETTABLE: frozenset[str] = frozenset(
         "band",
         "max_key_ttl_s",
         "gpu_quota",
+        "cache_ttl_s",
         "email",
         "disabled",
         "idp_group",
@@ -67,6 +68,7 @@ def scope_from_row(kind: ScopeKind, row: sa.RowMapping) -> Scope:
         band=row["band"],
         max_key_ttl_s=row.get("max_key_ttl_s"),
         gpu_quota=row.get("gpu_quota"),
+        cache_ttl_s=row.get("cache_ttl_s") if kind == "project" else None,
         email=row.get("email"),
         disabled=bool(row.get("disabled", False)),
         status=str(row.get("status") or "active"),
@@ -99,6 +101,8 @@ def _values(scope: Scope) -> dict[str, Any]:
         values["gpu_quota"] = scope.gpu_quota
     if scope.kind == "team":
         values["idp_group"] = scope.idp_group
+    if scope.kind == "project":
+        values["cache_ttl_s"] = scope.cache_ttl_s
     return values
 
 
@@ -148,6 +152,9 @@ class TenancyRepo:
         if kind != "team":
             # Only a team gathers the members of an identity provider's group.
             unknown |= set(changes) & {"idp_group"}
+        if kind != "project":
+            # The response cache is switched on per project.
+            unknown |= set(changes) & {"cache_ttl_s"}
         if unknown:
             raise ValueError(f"cannot set {', '.join(sorted(unknown))} on a {kind}")
         values = dict(changes)

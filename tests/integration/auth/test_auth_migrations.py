@@ -202,6 +202,12 @@ async def seed_0014(conn: AsyncConnection) -> None:
     await seed_0013(conn)
 
 
+async def seed_0015(conn: AsyncConnection) -> None:
+    """The 0014 rows as 0015 holds them (0016 adds a project's response cache lifetime,
+    which starts off for every project)."""
+    await seed_0014(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -217,6 +223,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0012": seed_0012,
     "0013": seed_0013,
     "0014": seed_0014,
+    "0015": seed_0015,
 }
 
 
@@ -311,6 +318,7 @@ def test_upgrade_from_an_earlier_version_keeps_the_data(blank_store_location: st
                     assert count == (1 if version >= "0005" else 0)
             # 0006's GPU quotas: none on the rows already there, and settable at once.
             assert (org.gpu_quota, project.gpu_quota) == (None, None)
+            assert project.cache_ttl_s is None
             assert await store.tenancy.gpu_quotas() == ({"team:t": 2} if version >= "0006" else {})
             await store.tenancy.update("team", "t", {"gpu_quota": 4}, now=T)
             assert await store.tenancy.gpu_quotas() == {"team:t": 4}
