@@ -49,6 +49,7 @@ from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
 from llmgw.web import WebApp
+from llmgw.web.dashboard import Dashboard
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
@@ -178,6 +179,14 @@ async def _tenancy(
                 await gate.close()
     finally:
         await store.close()
+
+
+def _dashboard(settings: Settings, token: str, api: AdminApi, gateway: Gateway) -> Dashboard:
+    """The operator dashboard on admin_listen, over the admin API's own handler."""
+    dashboard = Dashboard(settings, token, api.handle, gateway.metrics)
+    dashboard.models = gateway.models_view.list
+    dashboard.has_control = lambda: api.control is not None
+    return dashboard
 
 
 async def _guard_attachments(settings: Settings, gateway: Gateway, tenancy: Tenancy) -> asyncio.Task[None]:
@@ -319,6 +328,8 @@ async def _serve_with(
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
             api.router = RouterRoutes(gateway.endpoints, gateway.clock, canaries=gateway.canaries)
+            if token is not None:
+                gateway.admin.dashboard = _dashboard(settings, token, api, gateway)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()
