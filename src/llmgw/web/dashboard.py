@@ -268,15 +268,14 @@ class Dashboard:
         teams = (await self._data("/api/teams"))["data"]
         projects = (await self._data("/api/projects"))["data"]
         users = (await self._data("/api/users"))["data"]
-        keys = (await self._data("/api/keys"))["data"]
+        keys = await self._data("/api/keys", {"newest": str(KEYS_SHOWN)})
         budgets = (await self._data("/api/budgets"))["data"]
-        keys.sort(key=lambda k: k["created_at"], reverse=True)
         return {
             "orgs": orgs,
             "teams": teams,
             "projects": projects,
-            "keys": keys[:KEYS_SHOWN],
-            "key_count": len(keys),
+            "keys": keys["data"],
+            "key_count": keys["total"],
             "budgets": budgets,
             "pending": [u for u in users if u.get("status") == "pending"],
         }

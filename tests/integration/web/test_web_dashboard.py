@@ -134,3 +134,16 @@ def test_revoking_a_key_needs_the_forms_csrf_token(gateway: GatewayProcess, secr
     assert "revoked" in done.headers["location"]
     listed = httpx.get(f"{gateway.admin_url}/api/keys/{key_id}", headers=_bearer(gateway), timeout=10)
     assert listed.json()["state"] == "revoked"
+
+
+def test_the_admin_api_lists_the_newest_keys_with_the_count(
+    gateway: GatewayProcess, secrets: list[str]
+) -> None:
+    url = gateway.admin_url + "/api/keys"
+    page = httpx.get(url, params={"newest": "1", "all": "1"}, headers=_bearer(gateway), timeout=10).json()
+    assert page["total"] == 2
+    assert [k["id"] for k in page["data"]] == [secrets[1].split("-")[1]]
+    for bad in ("0", "1001", "x"):
+        refused = httpx.get(url, params={"newest": bad}, headers=_bearer(gateway), timeout=10)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["param"] == "newest"
