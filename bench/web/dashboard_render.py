@@ -88,7 +88,7 @@ async def main(keys: int, n: int, rounds: int, out: Path | None) -> None:
             await _seed(store, keys)
             settings = Settings(auth={"enabled": True, "store": location})
             api = AdminApi(settings, store, "token")
-            dashboard = Dashboard(settings, "token", api.handle, _traffic())
+            dashboard = Dashboard(settings, "token", api.handle, _traffic(), store.audit)
             dashboard.models = lambda: [{"id": m} for m in MODELS]
             size = {page: len(dashboard.render(page, await dashboard.context(page))) for page in PAGES}
             figures: dict[str, list[tuple[float, float]]] = {page: [] for page in PAGES}

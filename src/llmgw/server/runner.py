@@ -181,9 +181,10 @@ async def _tenancy(
         await store.close()
 
 
-def _dashboard(settings: Settings, token: str, api: AdminApi, gateway: Gateway) -> Dashboard:
+def _dashboard(settings: Settings, token: str, tenancy: Tenancy, gateway: Gateway) -> Dashboard:
     """The operator dashboard on admin_listen, over the admin API's own handler."""
-    dashboard = Dashboard(settings, token, api.handle, gateway.metrics)
+    api = tenancy.api
+    dashboard = Dashboard(settings, token, api.handle, gateway.metrics, tenancy.store.audit)
     dashboard.models = gateway.models_view.list
     dashboard.has_control = lambda: api.control is not None
     return dashboard
@@ -328,8 +329,8 @@ async def _serve_with(
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
             api.router = RouterRoutes(gateway.endpoints, gateway.clock, canaries=gateway.canaries)
-            if token is not None:
-                gateway.admin.dashboard = _dashboard(settings, token, api, gateway)
+            if token is not None and tenancy is not None:
+                gateway.admin.dashboard = _dashboard(settings, token, tenancy, gateway)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()

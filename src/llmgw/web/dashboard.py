@@ -9,6 +9,7 @@ Policy, and read the same without JavaScript.
     GET  /dashboard/cluster         nodes, replicas, models: desired against ready, and why
     GET  /dashboard/traffic         requests, errors, TTFT and tokens per model
     GET  /dashboard/tenancy         orgs, teams, projects, keys (ids only), budgets, signups
+    GET  /dashboard/audit           the actions taken here: who, what, when, how it ended
     POST /dashboard/keys/revoke     a key revoked (form: key, confirm, csrf)
     POST /dashboard/models/scale    a model's min and max (form: model, min, max, confirm, csrf)
     GET  /dashboard/language        remembers a language
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -34,6 +36,7 @@ from llmgw.config import Settings
 from llmgw.errors import ApiError
 from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.router.metrics import GatewayMetrics
+from llmgw.store.audit import AuditEntry, AuditRepo
 from llmgw.web import dashboard_auth as auth
 from llmgw.web.app import ModelsSource
 from llmgw.web.dashboard_traffic import traffic_rows
@@ -51,7 +54,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/dashboard"
 STATIC = PREFIX + "/static"
-PAGES: tuple[str, ...] = ("cluster", "traffic", "tenancy")
+PAGES: tuple[str, ...] = ("cluster", "traffic", "tenancy", "audit")
+AUDIT_SHOWN = 200
 KEYS_SHOWN = 200
 """Keys listed on the Tenancy page, newest first; the count says how many there are."""
 
@@ -68,6 +72,7 @@ class Dashboard:
         token: str,
         api: Api,
         metrics: GatewayMetrics,
+        audit: AuditRepo,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -75,6 +80,7 @@ class Dashboard:
         self._token = token
         self._api = api
         self._metrics = metrics
+        self._audit = audit
         self._clock = clock
         self._catalogs = load_catalogs()
         self._languages = tuple((code, m["lang_name"]) for code, m in self._catalogs.items())
@@ -214,6 +220,9 @@ class Dashboard:
             return await self._cluster()
         if page == "traffic":
             return {"rows": traffic_rows(self._metrics)}
+        if page == "audit":
+            entries = await self._audit.newest(AUDIT_SHOWN)
+            return {"entries": [{"when": _utc(e.at), "entry": e} for e in entries]}
         return await self._tenancy()
 
     def render(self, page: str, context: Mapping[str, Any], lang: str = "en") -> bytes:
@@ -300,20 +309,32 @@ class Dashboard:
         if form.get("confirm") != "yes":
             self._done(proto, back, "not done: tick the confirmation box first")
             return
+        who = f"operator (session {session.split('.')[1][:6]})" if session else "operator (bearer token)"
+        if path.endswith("/revoke"):
+            key = form.get("key", "")
+            action, target = "key.revoke", f"key:{key}"
+            call: tuple[str, str, dict[str, str], bytes] = (
+                "POST",
+                f"/api/keys/{quote(key, safe='')}/revoke",
+                {},
+                b"",
+            )
+            said = f"key {key} revoked"
+        else:
+            model = form.get("model", "")
+            wanted = {"min": _int(form.get("min")), "max": _int(form.get("max"))}
+            action, target = "model.scale", f"model:{model} min={wanted['min']} max={wanted['max']}"
+            call = ("POST", f"/api/control/models/{model}/scale", {"by": "dashboard"}, orjson.dumps(wanted))
+            said = f"model {model} scaled to min {wanted['min']}, max {wanted['max']}"
         try:
-            if path.endswith("/revoke"):
-                key = form.get("key", "")
-                await self._api("POST", f"/api/keys/{quote(key, safe='')}/revoke", {}, b"")
-                said = f"key {key} revoked"
-            else:
-                model = form.get("model", "")
-                body = orjson.dumps({"min": _int(form.get("min")), "max": _int(form.get("max"))})
-                await self._api("POST", f"/api/control/models/{model}/scale", {"by": "dashboard"}, body)
-                said = f"model {model} scaled to min {form.get('min')}, max {form.get('max')}"
+            await self._api(*call)
         except ApiError as error:
-            self._done(proto, back, f"not done: {error.message}")
-            return
-        log.info("dashboard: %s (by the operator, %s)", said, "session" if session else "bearer header")
+            said, outcome = f"not done: {error.message}", error.message
+        else:
+            outcome = "done"
+        # Recorded whether or not it was done: an attempt refused is worth seeing too.
+        await self._audit.record(AuditEntry(self._clock(), who, action, target, outcome))
+        log.info("dashboard: %s %s by %s: %s", action, target, who, outcome)
         self._done(proto, back, said)
 
     def _done(self, proto: HTTPProtocol, page: str, notice: str) -> None:
@@ -362,6 +383,10 @@ class Dashboard:
             proto.response_bytes(304, headers, b"")
             return
         proto.response_bytes(200, [("content-type", asset.content_type), *headers], asset.body)
+
+
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _form(body: bytes) -> dict[str, str]:

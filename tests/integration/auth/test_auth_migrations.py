@@ -202,6 +202,11 @@ async def seed_0014(conn: AsyncConnection) -> None:
     await seed_0013(conn)
 
 
+async def seed_0015(conn: AsyncConnection) -> None:
+    """The 0014 rows as 0015 holds them (0016 adds the audit log, which starts empty)."""
+    await seed_0014(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -217,6 +222,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0012": seed_0012,
     "0013": seed_0013,
     "0014": seed_0014,
+    "0015": seed_0015,
 }
 
 

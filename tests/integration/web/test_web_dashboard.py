@@ -16,7 +16,7 @@ from llmgw.testing.server import GatewayProcess, running_gateway
 from llmgw.testing.sim import SimEngineProcess
 from support.sims import endpoint, sim
 
-PAGES = ("cluster", "traffic", "tenancy")
+PAGES = ("cluster", "traffic", "tenancy", "audit")
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
@@ -134,6 +134,30 @@ def test_revoking_a_key_needs_the_forms_csrf_token(gateway: GatewayProcess, secr
     assert "revoked" in done.headers["location"]
     listed = httpx.get(f"{gateway.admin_url}/api/keys/{key_id}", headers=_bearer(gateway), timeout=10)
     assert listed.json()["state"] == "revoked"
+    audit = httpx.get(gateway.admin_url + "/dashboard/audit", headers=_bearer(gateway), timeout=10)
+    row = re.search(
+        r"<tr><td><time[^>]*>[^<]+</time></td><td>([^<]+)</td><th scope=\"row\">key.revoke</th>"
+        r"<td>([^<]+)</td><td>([^<]+)</td>",
+        audit.text,
+    )
+    assert row is not None
+    assert row.groups() == ("operator (bearer token)", f"key:{key_id}", "done")
+
+
+def test_scaling_without_a_control_plane_is_refused_and_audited(gateway: GatewayProcess) -> None:
+    page = httpx.get(gateway.admin_url + "/dashboard/cluster", headers=_bearer(gateway), timeout=10)
+    csrf = _CSRF.search(page.text)
+    assert csrf is not None  # the sign-out form's, valid for every form of this credential
+    form = {"model": "chat-model", "min": "1", "max": "2", "confirm": "yes", "csrf": csrf.group(1)}
+    url = gateway.admin_url + "/dashboard/models/scale"
+    answer = httpx.post(url, data=form, headers=_bearer(gateway), timeout=10)
+    assert answer.status_code == 303
+    assert "not%20done" in answer.headers["location"]
+    unconfirmed = httpx.post(url, data={**form, "confirm": ""}, headers=_bearer(gateway), timeout=10)
+    assert "confirmation" in unconfirmed.headers["location"]
+    audit = httpx.get(gateway.admin_url + "/dashboard/audit", headers=_bearer(gateway), timeout=10)
+    assert "model:chat-model min=1 max=2" in audit.text
+    assert "no control plane" in audit.text
 
 
 def test_the_admin_api_lists_the_newest_keys_with_the_count(

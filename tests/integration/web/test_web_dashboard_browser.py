@@ -126,10 +126,11 @@ def test_the_operator_signs_in_and_sees_the_model(
     browser.find_element(By.CSS_SELECTOR, "main form button").click()
     assert browser.current_url.endswith("/dashboard/cluster")
     assert "chat-model" in browser.find_element(By.TAG_NAME, "main").text
-    for page in ("cluster", "traffic", "tenancy"):
+    for page in ("cluster", "traffic", "tenancy", "audit"):
         browser.get(f"{gateway.admin_url}/dashboard/{page}")
         assert browser.find_element(By.TAG_NAME, "h1").text
         assert _serious_axe_findings(browser) == [], page
         _shot(browser, shots, f"dashboard-{page}")
+    browser.get(gateway.admin_url + "/dashboard/tenancy")
     assert "project:search" in browser.find_element(By.TAG_NAME, "main").text
     assert _problems(browser) == []
