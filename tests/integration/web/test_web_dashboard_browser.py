@@ -89,6 +89,7 @@ def _problems(driver: webdriver.Chrome) -> list[dict[str, Any]]:
 
 
 def _shot(driver: webdriver.Chrome, folder: Path, name: str) -> None:
+    driver.set_window_size(1100, 900)  # the page's own height, not the last page's
     height = int(driver.execute_script("return document.documentElement.scrollHeight"))
     driver.set_window_size(1100, min(max(height + 120, 400), 4000))
     path = folder / f"{name}.png"
@@ -126,11 +127,20 @@ def test_the_operator_signs_in_and_sees_the_model(
     browser.find_element(By.CSS_SELECTOR, "main form button").click()
     assert browser.current_url.endswith("/dashboard/cluster")
     assert "chat-model" in browser.find_element(By.TAG_NAME, "main").text
-    for page in ("cluster", "traffic", "tenancy", "audit"):
+    for page in ("cluster", "traffic", "tenancy"):
         browser.get(f"{gateway.admin_url}/dashboard/{page}")
         assert browser.find_element(By.TAG_NAME, "h1").text
         assert _serious_axe_findings(browser) == [], page
         _shot(browser, shots, f"dashboard-{page}")
-    browser.get(gateway.admin_url + "/dashboard/tenancy")
     assert "project:search" in browser.find_element(By.TAG_NAME, "main").text
+    # Revoke the key through its form: confirmed, then shown on the Audit page.
+    browser.find_element(
+        By.CSS_SELECTOR, 'form[action="/dashboard/keys/revoke"] input[name="confirm"]'
+    ).click()
+    browser.find_element(By.CSS_SELECTOR, 'form[action="/dashboard/keys/revoke"] button').click()
+    assert "revoked" in browser.find_element(By.CSS_SELECTOR, "p.notice").text
+    browser.get(gateway.admin_url + "/dashboard/audit")
+    assert "key.revoke" in browser.find_element(By.TAG_NAME, "main").text
+    assert _serious_axe_findings(browser) == []
+    _shot(browser, shots, "dashboard-audit")
     assert _problems(browser) == []
