@@ -261,8 +261,12 @@ class Dashboard:
             # Why a model is short of what it asks for: the control plane's own account.
             model["why"] = []
             if model["ready"] < model["min"]:
-                explained = await self._data(f"/api/control/models/{model['name']}/explain")
-                model["why"] = explained.get("lines", [])
+                try:
+                    explained = await self._data(f"/api/control/models/{model['name']}/explain")
+                except ApiError as error:  # not yet in the running catalog: say so, show the rest
+                    model["why"] = [error.message]
+                else:
+                    model["why"] = explained.get("lines", [])
         return {
             "control": True,
             "served": served,
