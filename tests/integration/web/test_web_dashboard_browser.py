@@ -18,6 +18,8 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from llmgw.testing.server import GatewayProcess, running_gateway
 from llmgw.testing.sim import SimEngineProcess
@@ -125,7 +127,8 @@ def test_the_operator_signs_in_and_sees_the_model(
     _shot(browser, shots, "dashboard-login")
     browser.find_element(By.NAME, "token").send_keys(gateway.admin_token())
     browser.find_element(By.CSS_SELECTOR, "main form button").click()
-    assert browser.current_url.endswith("/dashboard/cluster")
+    # A click submits; the next page loads after it returns.
+    WebDriverWait(browser, 30).until(expected_conditions.url_contains("/dashboard/cluster"))
     assert "chat-model" in browser.find_element(By.TAG_NAME, "main").text
     for page in ("cluster", "traffic", "tenancy"):
         browser.get(f"{gateway.admin_url}/dashboard/{page}")
@@ -138,7 +141,10 @@ def test_the_operator_signs_in_and_sees_the_model(
         By.CSS_SELECTOR, 'form[action="/dashboard/keys/revoke"] input[name="confirm"]'
     ).click()
     browser.find_element(By.CSS_SELECTOR, 'form[action="/dashboard/keys/revoke"] button').click()
-    assert "revoked" in browser.find_element(By.CSS_SELECTOR, "p.notice").text
+    notice = WebDriverWait(browser, 30).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "p.notice"))
+    )
+    assert "revoked" in notice.text
     browser.get(gateway.admin_url + "/dashboard/audit")
     assert "key.revoke" in browser.find_element(By.TAG_NAME, "main").text
     assert _serious_axe_findings(browser) == []
