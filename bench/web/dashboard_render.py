@@ -1,7 +1,7 @@
 """How long the operator dashboard takes to build each page on the server: the admin
 API's reads (`AdminApi.handle`, as the page makes them) plus the template, for a store
 of `--keys` keys (10,000 by default) in one project, a few organisations, teams and
-budgets, and traffic counted for a handful of models. No sockets: what is timed is the
+budgets, 1,000 audit entries, and traffic counted for a handful of models. No sockets: what is timed is the
 server's own work for one page, `Dashboard.context(page)` then `Dashboard.render`.
 
 Each page is built `-n` times in each of `--rounds` rounds; the figures are the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import tempfile
@@ -25,8 +26,10 @@ from llmgw.auth.keys import new_key
 from llmgw.config import Settings
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.store import KeyRow, Scope, Store
+from llmgw.store.audit import AuditEntry
 from llmgw.web.dashboard import PAGES, Dashboard
 
+AUDIT_ENTRIES = 1000
 MODELS = ("chat-a", "chat-b", "embed-a", "coder-7b", "vision-12b")
 
 
@@ -49,6 +52,10 @@ async def _seed(store: Store, keys: int) -> None:
                     updated_at=now,
                 )
             )
+    for a in range(AUDIT_ENTRIES):
+        await store.audit.record(
+            AuditEntry(now + a, "operator (bearer token)", "key.revoke", f"key:{a}", "done")
+        )
     for k in range(keys):
         made = new_key()
         row = KeyRow(id=made.id, hash=made.hash, name=f"k{k}", project_id="org0-team0-p", created_at=now + k)
@@ -81,6 +88,7 @@ async def _time(dashboard: Dashboard, page: str, n: int) -> list[int]:
 
 
 async def main(keys: int, n: int, rounds: int, out: Path | None) -> None:
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         location = str(Path(folder) / "llmgw.db")
         store = await Store.open(location)
@@ -102,7 +110,9 @@ async def main(keys: int, n: int, rounds: int, out: Path | None) -> None:
         "",
         f"`bench/web/dashboard_render.py --keys {keys} -n {n} --rounds {rounds}` on "
         f"{platform.machine()} Python {platform.python_version()}, SQLite store. Server-side time "
-        "of one page (the admin API's reads and the template), no sockets. Target: under 150 ms.",
+        "of one page (the admin API's reads and the template), no sockets. Target: under 150 ms. "
+        f"Load average (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
+        f"on {os.cpu_count()} CPUs shared with other work.",
         "",
         "| page | median ms | p95 ms | HTML bytes |",
         "|---|---:|---:|---:|",
