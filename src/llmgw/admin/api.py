@@ -8,6 +8,7 @@ the admin token. An RSGI application the gateway mounts on `admin_listen`.
                                                 (manual, oidc or scim: a team's idp_group)
     GET|POST          /api/memberships          DELETE /api/memberships/<user>/<project>
     GET|POST          /api/keys                 GET|DELETE /api/keys/<id> (DELETE revokes)
+                                                (?newest=N: the N newest and `total`, the count)
     PUT               /api/keys/<id>/limits     {rpm, tpm}
     GET               /api/limits               PUT /api/limits/<kind>/<id>   {rpm, tpm}
     GET               /api/budgets              PUT /api/budgets/<kind>/<id>  {budget, period}

@@ -44,6 +44,10 @@ def _kind(text: str) -> ScopeKind:
     raise NotFound(f"{text!r} is not a scope: use org, team, project or user", code="unknown_route")
 
 
+_NEWEST_MAX = 1000
+"""The most keys one `GET /api/keys?newest=N` lists."""
+
+
 class Handlers:
     """The admin API's operations."""
 
@@ -209,6 +213,13 @@ class Handlers:
     async def _keys(self, method: str, rest: list[str], query: Query, body: dict[str, Any]) -> Answer:
         keys = self._store.keys
         now = self._clock()
+        if not rest and method == "GET" and "newest" in query:
+            # A page of a large store (the dashboard's): the newest N and the count.
+            limit = query["newest"]
+            if not limit.isdigit() or not 1 <= int(limit) <= _NEWEST_MAX:
+                raise BadRequest(f"newest must be a whole number from 1 to {_NEWEST_MAX}", param="newest")
+            page, total = await keys.newest(int(limit), include_revoked=query.get("all") == "1")
+            return 200, {"data": [m.key_json(k, now) for k in page], "total": total}
         if not rest and method == "GET":
             found = await keys.find(
                 project_id=query.get("project"),

@@ -8,6 +8,9 @@ off, `/debug` answers 404 like any path not served.
 what it needs to route (its first round of replica scrapes is done), so a load
 balancer adds it only then. `/metrics` is the Prometheus page; the same application
 serves `metrics_listen`, where only `/metrics` is mounted.
+
+`/dashboard` is the operator dashboard (llmgw.web.dashboard) where the admin API is
+served, and `/` sends a browser there.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class AdminApp:
         self._metrics_only = metrics_only
         self._api = None if metrics_only else api
         self._debug = None if metrics_only else debug
+        self.dashboard: AdminRoutes | None = None
+        """`/dashboard` (and `/`), set by the server where the admin API is served."""
 
     async def __call__(self, scope: Scope, proto: HTTPProtocol) -> None:
         if scope.proto != "http":
@@ -53,6 +58,8 @@ class AdminApp:
             await self._api(scope, proto)
         elif self._debug is not None and (path == "/debug" or path.startswith("/debug/")):
             await self._debug(scope, proto)
+        elif self.dashboard is not None and not self._metrics_only and _dashboard_path(path):
+            await self.dashboard(scope, proto)
         elif path == "/metrics":
             proto.response_bytes(
                 200, [("content-type", CONTENT_TYPE_LATEST)], generate_latest(self._registry)
@@ -75,3 +82,7 @@ class AdminApp:
                 why = f"{path} is not served here: profiling is off (debug_pprof: true turns it on)"
             body = error_body(why, "not_found_error", code="unknown_route")
             proto.response_bytes(404, [("content-type", "application/json")], body)
+
+
+def _dashboard_path(path: str) -> bool:
+    return path in ("/", "/dashboard") or path.startswith("/dashboard/")

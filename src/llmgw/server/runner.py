@@ -52,6 +52,7 @@ from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
 from llmgw.web import WebApp
+from llmgw.web.dashboard import Dashboard
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
@@ -202,6 +203,15 @@ async def _tenancy(
         await store.close()
 
 
+def _dashboard(settings: Settings, token: str, tenancy: Tenancy, gateway: Gateway) -> Dashboard:
+    """The operator dashboard on admin_listen, over the admin API's own handler."""
+    api = tenancy.api
+    dashboard = Dashboard(settings, token, api.handle, gateway.metrics, tenancy.store.audit)
+    dashboard.models = gateway.models_view.list
+    dashboard.has_control = lambda: api.control is not None
+    return dashboard
+
+
 async def _guard_attachments(settings: Settings, gateway: Gateway, tenancy: Tenancy) -> asyncio.Task[None]:
     """Guard attachments read from the store now, kept fresh by a background task, and
     changed through `/api/guard`."""
@@ -342,6 +352,8 @@ async def _serve_with(
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
             api.router = RouterRoutes(gateway.endpoints, gateway.clock, canaries=gateway.canaries)
             api.evals = eval_routes(settings, gateway)
+            if token is not None and tenancy is not None:
+                gateway.admin.dashboard = _dashboard(settings, token, tenancy, gateway)
         servers = listeners(settings, gateway)
         for server in servers:
             await server.start()

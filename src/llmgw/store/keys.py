@@ -82,6 +82,17 @@ class KeyRepo:
             rows = (await conn.execute(query)).mappings().all()
         return [key_from_row(row) for row in rows]
 
+    async def newest(self, limit: int, *, include_revoked: bool = False) -> tuple[list[KeyRow], int]:
+        """The `limit` most recently made keys, newest first, and how many there are in
+        all: a page of a large store without reading every row."""
+        where = [] if include_revoked else [_KEYS.c.revoked_at.is_(None)]
+        query = _KEYS.select().where(*where).order_by(_KEYS.c.created_at.desc(), _KEYS.c.id).limit(limit)
+        counted = sa.select(sa.func.count()).select_from(_KEYS).where(*where)
+        async with transaction(self._engine) as conn:
+            rows = (await conn.execute(query)).mappings().all()
+            total = int((await conn.execute(counted)).scalar_one())
+        return [key_from_row(row) for row in rows], total
+
     async def active(self, now: float) -> list[KeyRow]:
         """Keys neither revoked nor expired: what a gateway loads at start."""
         query = _KEYS.select().where(

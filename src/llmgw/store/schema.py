@@ -457,3 +457,17 @@ batch_jobs = sa.Table(
     sa.Index("ix_batch_jobs_owner", "owner", "created_at"),
     sa.Index("ix_batch_jobs_status", "status"),
 )
+
+# The audit log (added by migration 0017): who did what, when, through the operator
+# dashboard (llmgw.web.dashboard): one row per action, newest read first.
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("at", Seconds, nullable=False),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("outcome", sa.Text, nullable=False),
+    sa.Index("ix_audit_log_at", "at"),
+)

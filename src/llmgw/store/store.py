@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from llmgw.store import migrate
+from llmgw.store.audit import AuditRepo
 from llmgw.store.batch_files import BatchFilesRepo
 from llmgw.store.counters import CounterRepo
 from llmgw.store.engine import SqliteWorker, create_engine, describe, is_postgres, sqlite_file
@@ -50,6 +51,7 @@ class Store:
         self.node_certs = NodeCertRepo(engine)
         self.responses = ResponsesRepo(engine)
         self.batch = BatchFilesRepo(engine)
+        self.audit = AuditRepo(engine)
 
     @classmethod
     async def open(cls, location: str, *, upgrade: bool = True) -> Store:

@@ -208,6 +208,11 @@ async def seed_0015(conn: AsyncConnection) -> None:
     await seed_0014(conn)
 
 
+async def seed_0016(conn: AsyncConnection) -> None:
+    """The 0015 rows as 0016 holds them (0017 adds the audit log, which starts empty)."""
+    await seed_0015(conn)
+
+
 SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0001": seed_0001,
     "0002": seed_0002,
@@ -224,6 +229,7 @@ SEEDS: dict[str, Callable[[AsyncConnection], Awaitable[None]]] = {
     "0013": seed_0013,
     "0014": seed_0014,
     "0015": seed_0015,
+    "0016": seed_0016,
 }
 
 
