@@ -313,14 +313,14 @@ def update(
     name: str = typer.Argument(..., metavar="NAME"),
     source: str = typer.Option(..., "--source", help="The new weights: a mirror path or a Hugging Face id."),
     revision: str = typer.Option("", "--revision", help="The registry commit of the new weights."),
-    percent: int = typer.Option(10, "--percent", help="Share of NAME's requests the candidate gets, 0 to 100."),
+    percent: int = typer.Option(10, "--percent", help="NAME's requests the candidate gets, 0 to 100 (%)."),
 ) -> None:
     """Starts the new weights as NAME's canary: adds NAME@candidate (NAME's definition at
     --source) and sends it --percent of NAME's requests. Run `llmgw ctl eval NAME@candidate`
     where NAME has an eval gate, then `promote`."""
     body = {"source": source, "revision": revision, "percent": percent}
     answer = call(ctx, "POST", f"control/models/{_path(name)}/update", body, by=_actor())
-    typer.echo(f"updated model {answer['name']}: {name}@candidate at {source} gets {percent}% of its requests")
+    typer.echo(f"updated model {answer['name']}: {name}@candidate at {source} gets {percent}% of requests")
 
 
 @model_app.command("promote")

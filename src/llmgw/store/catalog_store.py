@@ -259,8 +259,8 @@ class CatalogStore:
             for dropped in changed.drop:
                 found = current.origin(dropped)
                 # A configured model is dropped with a tombstone, a stored one by deleting its row.
-                rows[dropped] = None if found is None or found.origin == "store" else StoredModel(
-                    dropped, None, now, by
+                rows[dropped] = (
+                    None if found is None or found.origin == "store" else StoredModel(dropped, None, now, by)
                 )
             return rows
 

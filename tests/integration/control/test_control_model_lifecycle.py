@@ -49,6 +49,10 @@ def _refused(c: Cluster, words: str, *args: str) -> None:
     assert "Traceback" not in answer.stderr
 
 
+def _answers(c: Cluster) -> bool:
+    return c.chat("chat").status_code == 200
+
+
 class Client:
     """Sends chat requests one after another until stopped; keeps every failure."""
 
@@ -81,7 +85,7 @@ def test_update_promote_rollback_round_trip(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         c.start_server(model)
         c.start_agent("node-a")
-        wait_for(lambda: c.chat("chat").status_code == 200, 90, "chat never answered:\n" + c.logs(), pause=0.5)
+        wait_for(lambda: _answers(c), 90, "chat never answered:\n" + c.logs(), pause=0.5)
 
         _refused(c, "no candidate to promote", "model", "promote", "chat")
         _refused(c, "no previous source", "model", "rollback", "chat")

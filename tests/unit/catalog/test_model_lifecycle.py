@@ -25,9 +25,11 @@ def _model(**fields: Any) -> Model:
 def test_update_adds_a_candidate_at_the_new_source_as_the_canary() -> None:
     changed = update(_model(aliases=["c"]), "sim/v2", "abc123", 10)
     model, candidate = changed.write
-    assert model.canary is not None and (model.canary.model, model.canary.percent) == ("chat@candidate", 10)
+    assert model.canary is not None
+    assert (model.canary.model, model.canary.percent) == ("chat@candidate", 10)
     assert (candidate.name, candidate.source, candidate.aliases) == ("chat@candidate", "sim/v2", ())
-    assert candidate.origin is not None and candidate.origin.revision == "abc123"
+    assert candidate.origin is not None
+    assert candidate.origin.revision == "abc123"
     Catalog.build(list(changed.write))  # the pair is a valid catalog
 
 
@@ -36,8 +38,10 @@ def test_promote_keeps_the_old_source_in_origin_previous_and_drops_the_candidate
     changed = promote(model, candidate, None)
     (promoted,) = changed.write
     assert changed.drop == ("chat@candidate",)
-    assert promoted.source == "sim/v2" and promoted.canary is None
-    assert promoted.origin is not None and (promoted.origin.repo, promoted.origin.revision) == ("o/chat", "r2")
+    assert promoted.source == "sim/v2"
+    assert promoted.canary is None
+    assert promoted.origin is not None
+    assert (promoted.origin.repo, promoted.origin.revision) == ("o/chat", "r2")
     assert promoted.origin.previous is not None
     assert (promoted.origin.previous.source, promoted.origin.previous.revision) == ("sim/v1", "r1")
 
