@@ -315,9 +315,10 @@ def update(
     revision: str = typer.Option("", "--revision", help="The registry commit of the new weights."),
     percent: int = typer.Option(10, "--percent", help="NAME's requests the candidate gets, 0 to 100 (%)."),
 ) -> None:
-    """Starts the new weights as NAME's canary: adds NAME@candidate (NAME's definition at
-    --source) and sends it --percent of NAME's requests. Run `llmgw ctl eval NAME@candidate`
-    where NAME has an eval gate, then `promote`."""
+    """Starts new weights as NAME's canary, NAME@candidate.
+
+    NAME@candidate is NAME's definition at --source; it gets --percent of NAME's requests.
+    Run `llmgw ctl eval NAME@candidate` where NAME has an eval gate, then `promote`."""
     body = {"source": source, "revision": revision, "percent": percent}
     answer = call(ctx, "POST", f"control/models/{_path(name)}/update", body, by=_actor())
     typer.echo(f"updated model {answer['name']}: {name}@candidate at {source} gets {percent}% of requests")
@@ -325,15 +326,17 @@ def update(
 
 @model_app.command("promote")
 def promote(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
-    """Makes NAME's candidate the model: NAME serves its source from now on, the old one is
-    kept in origin.previous (for `rollback`), and the candidate and its canary go. Refused
-    while the candidate's eval gate has no passing result."""
+    """Makes NAME's candidate the model; the old source is kept for `rollback`.
+
+    NAME serves the candidate's source from now on, the old one is kept in origin.previous,
+    and the candidate and its canary go. Refused while the candidate's eval gate has no
+    passing result."""
     answer = call(ctx, "POST", f"control/models/{_path(name)}/promote", by=_actor())
     typer.echo(f"promoted model {answer['name']}: serves {answer['model']['source']}")
 
 
 @model_app.command("rollback")
 def rollback(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
-    """Takes NAME back to the source in its origin.previous (the one before the last promote)."""
+    """Takes NAME back to its origin.previous, the source before the last promote."""
     answer = call(ctx, "POST", f"control/models/{_path(name)}/rollback", by=_actor())
     typer.echo(f"rolled back model {answer['name']}: serves {answer['model']['source']}")

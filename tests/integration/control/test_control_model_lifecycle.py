@@ -50,7 +50,7 @@ def _refused(c: Cluster, words: str, *args: str) -> None:
 
 
 def _answers(c: Cluster) -> bool:
-    return c.chat("chat").status_code == 200
+    return bool(c.chat("chat").status_code == 200)
 
 
 class Client:
