@@ -9,6 +9,10 @@
     PUT     /api/control/models/<name>         replace a model's whole definition
     DELETE  /api/control/models/<name>         remove a model
     POST    /api/control/models/<name>/scale   {"min": N, "max": M}
+    POST    /api/control/models/<name>/update  {"source": S, "revision": R, "percent": P}:
+                                               a candidate at new weights as its canary
+    POST    /api/control/models/<name>/promote the candidate becomes the model
+    POST    /api/control/models/<name>/rollback back to origin.previous
     GET     /api/control/leader                the lease: holder, term, expiry
 
 `AdminApi` hands every request under `/api/control/` here with its raw body, since a
@@ -20,12 +24,14 @@ once; other servers pick them up within `control.interval` (`CatalogWatcher`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from llmgw.catalog import lifecycle
+from llmgw.catalog.lifecycle import LifecycleError
 from llmgw.catalog.quoting import q
 from llmgw.config.values import NonNegativeInt
 from llmgw.control.decisions.cluster import LIVE_PHASES, NodeView, ReplicaView
@@ -55,6 +61,16 @@ _MAX_DEFINITION_BYTES = 1 << 20
 class ScaleBody(Strict):
     min: NonNegativeInt
     max: NonNegativeInt
+
+
+class UpdateBody(Strict):
+    source: str
+    revision: str = ""
+    percent: int = lifecycle.DEFAULT_CANARY_PERCENT
+
+
+EvalPassed = Callable[[str], bool | None]
+"""A model's last eval result on this server: passed, failed, or None (none yet)."""
 
 
 def node_json(node: NodeView) -> dict[str, Any]:
@@ -109,6 +125,11 @@ def models_json(runtime: RuntimeCatalog, replicas: list[ReplicaView]) -> list[di
                 "live": sum(n for phase, n in running.items() if phase in LIVE_PHASES),
                 "ready": running["ready"],
                 "phases": dict(sorted(running.items())),
+                "source": model.source,
+                "canary": model.canary.model if model.canary is not None else None,
+                "previous": model.origin.previous.source
+                if model.origin is not None and model.origin.previous is not None
+                else None,
                 "updated_at": entry.updated_at,
                 "updated_by": entry.updated_by or None,
             }
@@ -123,6 +144,8 @@ class ControlRoutes:
         self._view = view
         self._catalogs = catalogs
         self._lease = lease
+        self.eval_passed: EvalPassed = lambda name: None
+        """Set by the server where a gateway keeps eval results beside this control plane."""
 
     async def handle(self, method: str, parts: list[str], query: Query, body: bytes) -> Answer:
         """One request below /api/control (`parts` are the path's segments after it)."""
@@ -134,6 +157,8 @@ class ControlRoutes:
             raise NotFound(str(exc), code="model_not_found") from None
         except StoreConflict as exc:
             raise Conflict(str(exc), code="model_exists") from None
+        except LifecycleError as exc:
+            raise Conflict(str(exc), code="model_lifecycle") from None
         except StoreUnavailable:
             raise AuthUnavailable("the store cannot be reached; try again shortly", retry_after=5) from None
 
@@ -173,6 +198,10 @@ class ControlRoutes:
             name = "/".join(rest[:-1])
             runtime = await self._catalogs.scale(name, scale.min, scale.max, by)
             return 200, self._applied(runtime, name, "scaled")
+        if method == "POST" and len(rest) >= 2 and rest[-1] in _LIFECYCLE:
+            name = "/".join(rest[:-1])
+            runtime = await self._catalogs.lifecycle(name, self._step(rest[-1], name, body), by)
+            return 200, self._applied(runtime, name, _LIFECYCLE[rest[-1]])
         name = "/".join(rest)
         if method == "PUT":
             runtime = await self._catalogs.replace(name, _text(body), by)
@@ -181,8 +210,31 @@ class ControlRoutes:
             runtime = await self._catalogs.remove(name, by)
             return 200, self._applied(runtime, name, "removed")
         raise MethodNotAllowed(
-            f"/api/control/models/{name} takes PUT or DELETE (GET …/explain, POST …/scale)"
+            f"/api/control/models/{name} takes PUT or DELETE (GET …/explain, POST …/scale, …/update, "
+            "…/promote, …/rollback)"
         )
+
+    def _step(self, action: str, name: str, body: bytes) -> Callable[[RuntimeCatalog], lifecycle.Changed]:
+        """The lifecycle step `action` on `name`, over the catalog in force when it runs."""
+        update = _update_body(body) if action == "update" else None
+
+        def step(current: RuntimeCatalog) -> lifecycle.Changed:
+            found = current.origin(name)
+            assert found is not None  # the store checked it is there
+            model = found.model
+            if update is not None:
+                return lifecycle.update(model, update.source, update.revision, update.percent)
+            if action == "rollback":
+                return lifecycle.rollback(model)
+            candidate_name = model.canary.model if model.canary is not None else ""
+            candidate = current.origin(candidate_name) if candidate_name else None
+            return lifecycle.promote(
+                model,
+                candidate.model if candidate is not None else None,
+                self.eval_passed(candidate_name) if candidate_name else None,
+            )
+
+        return step
 
     def _explain(self, name: str) -> dict[str, Any]:
         model = self._view.catalog.resolve(name)  # an alias explains its model
@@ -234,6 +286,20 @@ def _text(body: bytes) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"the definition is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+_LIFECYCLE = {"update": "updated", "promote": "promoted", "rollback": "rolled back"}
+
+
+def _update_body(body: bytes) -> UpdateBody:
+    try:
+        data = orjson.loads(body) if body else {}
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f'the body is not JSON: {exc}; send {{"source": S, "revision": R}}') from None
+    try:
+        return UpdateBody.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest("; ".join(describe_validation_error(exc, UpdateBody))) from None
 
 
 def _scale_body(body: bytes) -> ScaleBody:

@@ -99,8 +99,8 @@ class OriginFile(Strict):
 
 
 class PreviousOrigin(Strict):
-    """A model's source before an update, to go back to.
-    Not acted on by this version (`llmgw.config.inert`)."""
+    """A model's source before the last `llmgw ctl model promote`, which `rollback` goes
+    back to (llmgw.catalog.lifecycle)."""
 
     source: str = ""
     revision: str = ""

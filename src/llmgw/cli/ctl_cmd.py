@@ -5,6 +5,8 @@
     llmgw ctl eval MODEL [--suite S] [--concurrency N]
     llmgw ctl model add FILE | edit NAME FILE | remove NAME | scale NAME --min N --max M
     llmgw ctl model canary-reset NAME
+    llmgw ctl model update NAME --source NEW [--revision R] [--percent P]
+    llmgw ctl model promote NAME | rollback NAME
     llmgw ctl guard attach POLICY --project P | detach POLICY --project P | list
     llmgw ctl notify log [--webhook NAME] [--limit N] | test NAME
 
@@ -34,7 +36,8 @@ app = AdminTyper(
     no_args_is_help=True,
 )
 model_app = AdminTyper(
-    help="Add, edit, remove or scale a model in the runtime catalog; reset its canary.",
+    help="Add, edit, remove or scale a model in the runtime catalog; update, promote or roll back "
+    "its weights; reset its canary.",
     no_args_is_help=True,
 )
 app.add_typer(model_app, name="model")
@@ -302,3 +305,38 @@ def scale(
             ctx, "POST", f"control/models/{_path(name)}/scale", {"min": minimum, "max": maximum}, by=_actor()
         )
     )
+
+
+@model_app.command("update")
+def update(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME"),
+    source: str = typer.Option(..., "--source", help="The new weights: a mirror path or a Hugging Face id."),
+    revision: str = typer.Option("", "--revision", help="The registry commit of the new weights."),
+    percent: int = typer.Option(10, "--percent", help="NAME's requests the candidate gets, 0 to 100 (%)."),
+) -> None:
+    """Starts new weights as NAME's canary, NAME@candidate.
+
+    NAME@candidate is NAME's definition at --source; it gets --percent of NAME's requests.
+    Run `llmgw ctl eval NAME@candidate` where NAME has an eval gate, then `promote`."""
+    body = {"source": source, "revision": revision, "percent": percent}
+    answer = call(ctx, "POST", f"control/models/{_path(name)}/update", body, by=_actor())
+    typer.echo(f"updated model {answer['name']}: {name}@candidate at {source} gets {percent}% of requests")
+
+
+@model_app.command("promote")
+def promote(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
+    """Makes NAME's candidate the model; the old source is kept for `rollback`.
+
+    NAME serves the candidate's source from now on, the old one is kept in origin.previous,
+    and the candidate and its canary go. Refused while the candidate's eval gate has no
+    passing result."""
+    answer = call(ctx, "POST", f"control/models/{_path(name)}/promote", by=_actor())
+    typer.echo(f"promoted model {answer['name']}: serves {answer['model']['source']}")
+
+
+@model_app.command("rollback")
+def rollback(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME")) -> None:
+    """Takes NAME back to its origin.previous, the source before the last promote."""
+    answer = call(ctx, "POST", f"control/models/{_path(name)}/rollback", by=_actor())
+    typer.echo(f"rolled back model {answer['name']}: serves {answer['model']['source']}")

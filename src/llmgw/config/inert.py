@@ -70,7 +70,6 @@ INERT: Mapping[str, str] = {
     "repository is not read",
     "models[].origin.revision": "this version checks the weights' files only; the recorded revision "
     "is not read",
-    "models[].origin.previous": "this version keeps no previous weights to roll back to",
 }
 
 

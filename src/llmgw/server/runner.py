@@ -138,6 +138,14 @@ def eval_routes(settings: Settings, gateway: Gateway) -> EvalRoutes:
     return EvalRoutes(pinned, lambda: gateway.catalog, settings.control.eval_dir, EvalResults(gate))
 
 
+def _passed(results: EvalResults) -> Callable[[str], bool | None]:
+    def passed(name: str) -> bool | None:
+        last = results.last(name)
+        return None if last is None else last.passed
+
+    return passed
+
+
 def needs_store(settings: Settings) -> bool:
     """Auth keeps keys and usage in the store; the control plane its runtime catalog,
     lease and secret; webhooks their deliveries. A canary needs the admin API (where an
@@ -389,6 +397,9 @@ async def _serve_with(
         )
         if api is not None and control is not None:
             api.control = control.routes
+            if control.routes is not None and api.evals is not None:
+                # `ctl model promote` asks this gateway's last eval result of the candidate.
+                control.routes.eval_passed = _passed(api.evals.results)
         heap.settle()
         log.info("llmgw serving the OpenAI API on %s, admin on %s", settings.listen, settings.admin_listen)
         try:

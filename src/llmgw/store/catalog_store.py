@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llmgw.catalog import Catalog, Model
+from llmgw.catalog.lifecycle import Changed
 from llmgw.catalog.quoting import q
 from llmgw.config import Settings
 from llmgw.core.problems import describe_validation_error
@@ -242,28 +243,61 @@ class CatalogStore:
 
         return await self._change(name, change)
 
+    async def lifecycle(
+        self, name: str, step: Callable[[RuntimeCatalog], Changed], by: str
+    ) -> RuntimeCatalog:
+        """An update, promote or rollback of `name` (llmgw.catalog.lifecycle): `step` reads
+        the catalog in force and says which definitions to write and which to drop; all of
+        them land in one transaction, or none."""
+
+        def change(current: RuntimeCatalog, now: float) -> dict[str, StoredModel | None]:
+            _require(current, name)
+            changed = step(current)
+            rows: dict[str, StoredModel | None] = {}
+            for model in changed.write:
+                rows[model.name] = StoredModel(model.name, definition_text(model), now, by)
+            for dropped in changed.drop:
+                found = current.origin(dropped)
+                # A configured model is dropped with a tombstone, a stored one by deleting its row.
+                rows[dropped] = (
+                    None if found is None or found.origin == "store" else StoredModel(dropped, None, now, by)
+                )
+            return rows
+
+        return await self._change_rows(name, change)
+
     async def _change(
         self,
         name: str,
         change: Callable[[RuntimeCatalog, float], StoredModel | None],
     ) -> RuntimeCatalog:
-        """Reads the entries, applies `change` (the new row for `name`, or None to delete
+        """One row's change: `change` gives the new row for `name`, or None to delete it."""
+        return await self._change_rows(name, lambda current, now: {name: change(current, now)})
+
+    async def _change_rows(
+        self,
+        name: str,
+        change: Callable[[RuntimeCatalog, float], dict[str, StoredModel | None]],
+    ) -> RuntimeCatalog:
+        """Reads the entries, applies `change` (per name, the new row, or None to delete
         it), validates the result and writes it, all in one transaction."""
         async with self._local, transaction(self._engine) as conn:
             if conn.dialect.name == "postgresql":
                 await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": _PG_CATALOG_LOCK})
             stored = {entry.name: entry for entry in await _entries(conn)}
             current = self.build(stored.values())
-            row = change(current, next_stamp(self._clock(), stored.values()))
+            rows = change(current, next_stamp(self._clock(), stored.values()))
             proposed = dict(stored)
-            if row is None:
-                proposed.pop(name, None)
-            else:
-                proposed[name] = row
+            for row_name, row in rows.items():
+                if row is None:
+                    proposed.pop(row_name, None)
+                else:
+                    proposed[row_name] = row
             result = dataclasses.replace(self.build(proposed.values()), changed=name)  # refuses first
-            if row is None:
-                await conn.execute(_ROWS.delete().where(_ROWS.c.name == name))
-            else:
+            for row_name, row in rows.items():
+                if row is None:
+                    await conn.execute(_ROWS.delete().where(_ROWS.c.name == row_name))
+                    continue
                 insert = upsert(conn, _ROWS).values(
                     name=row.name,
                     definition=row.definition,
