@@ -7,12 +7,19 @@ and the budget shown is the person's own, never another's."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
 
 from llmgw.testing.server import GatewayProcess
 from llmgw.testing.sim import SimEngineProcess
@@ -156,3 +163,62 @@ def test_csrf_token_is_required_and_another_person_s_key_is_refused(
     )
     assert taken.status_code == 403
     assert taken.json()["error"]["code"] == "model_not_yours"
+
+
+_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+_DRIVER = shutil.which("chromedriver")
+_AXE = Path(__file__).with_name("axe-core") / "axe.min.js"
+_RUN_AXE = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then(
+  (result) => done(result.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help}))),
+  (error) => done([{id: "axe-failed", impact: "critical", help: String(error)}]));
+"""
+
+
+@pytest.mark.skipif(
+    _CHROMIUM is None or _DRIVER is None,
+    reason="no chromium here: `apt-get install chromium chromium-driver` to run the browser tests",
+)
+def test_in_chromium_the_answer_streams_in_under_the_csp(
+    gateway: GatewayProcess, people: tuple[Browser, Browser], tmp_path: Path
+) -> None:
+    """The page's own script sends the message and shows the streamed answer and its
+    usage; nothing refused by the Content-Security-Policy; nothing axe-core rates
+    serious or critical. A screenshot goes to LLMGW_TEST_SCREENSHOTS (docs/screenshots)."""
+    uma, _ = people
+    assert _CHROMIUM is not None
+    assert _DRIVER is not None
+    options = webdriver.ChromeOptions()
+    options.binary_location = _CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1100,900")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=_DRIVER))
+    try:
+        # The session signed in at the provider already: its cookie handed to the browser.
+        driver.get(gateway.url + "/")
+        for cookie in uma.http.cookies.jar:
+            if cookie.value is not None:
+                driver.add_cookie({"name": cookie.name, "value": cookie.value, "path": cookie.path})
+        driver.get(gateway.url + "/chat")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Chat"
+        driver.find_element(By.ID, "chat-message").send_keys("Hello from the browser")
+        driver.find_element(By.CSS_SELECTOR, "#chat-form button[type=submit]").click()
+        usage = WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "chat-usage").text or None)
+        assert "tokens" in usage
+        assert driver.find_element(By.ID, "chat-answer").text.strip() != ""
+        assert driver.find_element(By.ID, "chat-error").text == ""
+        assert driver.current_url == gateway.url + "/chat"  # the script sent it, not the form
+        entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
+        assert [e for e in entries if e["level"] in ("SEVERE", "WARNING")] == []
+        folder = Path(os.environ.get("LLMGW_TEST_SCREENSHOTS") or tmp_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(folder / "chat.png"))
+        driver.set_script_timeout(60)
+        driver.execute_script(_AXE.read_text(encoding="utf-8"))
+        violations = driver.execute_async_script(_RUN_AXE)
+        assert [v for v in violations if v["impact"] in ("serious", "critical")] == []
+    finally:
+        driver.quit()
