@@ -72,6 +72,19 @@ class Directory:
         for header in [h for h, principal in self.by_header.items() if principal.key_id == key_id]:
             del self.by_header[header]
 
+    def usable_by(self, user_id: str, projects: frozenset[str], now: float) -> list[tuple[KeyRow, Principal]]:
+        """The loaded, active keys a person may send with: their personal keys and the
+        keys of the projects they belong to (the chat page's choices), with principals."""
+        found: list[tuple[KeyRow, Principal]] = []
+        for key_hash, key in list(self._keys.items()):
+            mine = key.user_id == user_id if key.project_id is None else key.project_id in projects
+            if not mine:
+                continue
+            principal = self.principal(key_hash, now)
+            if principal is not None:
+                found.append((key, principal))
+        return sorted(found, key=lambda pair: (pair[0].project_id or "", pair[0].name, pair[0].id))
+
     def has(self, key_hash: str) -> bool:
         return key_hash in self._keys
 

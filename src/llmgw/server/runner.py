@@ -53,6 +53,8 @@ from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
 from llmgw.web import WebApp
 from llmgw.web.dashboard import Dashboard
+from llmgw.web.chat import PAGE as CHAT_PAGE
+from llmgw.web.chat import ChatPage
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
@@ -338,6 +340,15 @@ async def _serve_with(
             gate=tenancy.gate if tenancy is not None else None,
         )
         mounts += [(prefix, web) for prefix in web.prefixes]
+        # The chat page: signed-in people, through the gateway's own path as their key.
+        gate = tenancy.gate if tenancy is not None else None
+        chat = (
+            ChatPage(settings, identity.sessions, gate)
+            if identity is not None and gate is not None and settings.auth.oidc.enabled
+            else None
+        )
+        if chat is not None:
+            mounts.append((CHAT_PAGE, chat))
         batches = (
             batch_service(settings, tenancy.store, tenancy.gate, config_dir) if tenancy is not None else None
         )
@@ -355,6 +366,9 @@ async def _serve_with(
         # The Responses API runs its chat completions through the client port's own path.
         responses.chat = gateway.app
         web.models = gateway.models_view.list
+        if chat is not None:
+            chat.models = gateway.models_view.list
+            chat.serve_as = gateway.app.serve_as
         if api is not None:
             # The report follows the catalog in force, runtime changes included.
             api.inert = lambda: inert_in_use(settings, gateway.catalog)
