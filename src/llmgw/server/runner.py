@@ -52,9 +52,9 @@ from llmgw.server.gateway import Gateway, scim_mounts
 from llmgw.store import Store
 from llmgw.store.cluster_secret import check_sealed
 from llmgw.web import WebApp
-from llmgw.web.dashboard import Dashboard
 from llmgw.web.chat import PAGE as CHAT_PAGE
 from llmgw.web.chat import ChatPage
+from llmgw.web.dashboard import Dashboard
 
 if TYPE_CHECKING:
     from llmgw.obs.provider import Traces
