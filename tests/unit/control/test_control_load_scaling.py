@@ -53,6 +53,7 @@ def test_a_break_in_the_saturation_starts_the_wait_again() -> None:
 
 def test_nothing_more_while_a_replica_starts_and_the_wait_restarts_once_it_serves() -> None:
     state = ScaleState(2)
+    step = None
     for i in range(20):  # 100 s saturated, the second replica still loading
         step = scale_step(
             state, LoadReading(2.0, 1, starting=1), floor=1, ceiling=3, now=NOW + i * 5, policy=POLICY
@@ -60,6 +61,7 @@ def test_nothing_more_while_a_replica_starts_and_the_wait_restarts_once_it_serve
         assert step is not None
         assert step.changed == 0
         state = step.state
+    assert step is not None
     assert "waiting for a starting replica" in step.why
     serving = scale_step(state, LoadReading(2.0, 2), floor=1, ceiling=3, now=NOW + 100, policy=POLICY)
     assert serving is not None
