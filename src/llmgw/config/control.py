@@ -54,6 +54,21 @@ class Control(Strict):
     enabled: bool = False
     """Forces the control plane on, for deployments whose whole catalog lives in the
     store and whose file therefore lists static endpoints but no placeable model."""
+    scale_up_at: NonNegativeFloat = 1.0
+    """Load scaling: the saturation level (1.0 = at router.scoring's targets) at or above
+    which a model is saturated and, after scale_up_after, gets one more replica (up to
+    its max). 0 turns scaling on load off."""
+    scale_up_after: PositiveDuration = timedelta(seconds=30)
+    """Load scaling: how long a model must stay saturated, with every replica serving,
+    before one more replica is started."""
+    scale_down_at: NonNegativeFloat = 0.6
+    """Load scaling: a replica is stopped (down to min) once the load would be at or below
+    this level on one replica fewer for scale_down_after. Keep it well below scale_up_at:
+    the gap is what stops flapping."""
+    scale_down_after: PositiveDuration = timedelta(minutes=5)
+    """Load scaling: how long the load must fit in one replica fewer before one is
+    drained and stopped. Longer than scale_up_after, as a stopped replica costs a
+    startup to get back."""
     lease_ttl: NonNegativeDuration = timedelta(0)
     """Validity of the leadership lease when several control planes share a store. It
     should survive a sluggish query yet expire quickly enough for a standby to step in
@@ -87,6 +102,17 @@ class Control(Strict):
 
     @model_validator(mode="after")
     def _stages(self) -> Control:
+        if self.scale_up_at > 0 and self.scale_down_at >= self.scale_up_at:
+            refuse(
+                "Control",
+                [
+                    Problem(
+                        ("scale_down_at",),
+                        "is not below scale_up_at: lower it (e.g. 0.6 for scale_up_at 1.0)"
+                        " so a model scaled down is not saturated at once",
+                    )
+                ],
+            )
         if self.lost_after < self.unreachable_after:
             refuse(
                 "Control",

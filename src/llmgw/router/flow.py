@@ -177,6 +177,19 @@ class FlowControl:
             return priority_saturation(endpoints, ahead, self._targets)
         return saturation(endpoints, flow.pending, self._targets, self._clock())
 
+    def load(self, model: str) -> tuple[float | None, int, bool]:
+        """`model`'s load for scaling: its saturation over the replicas it is routed to,
+        with the requests queued here counted as in flight (None: none is routed to),
+        how many those are, and whether its objective is breached."""
+        endpoints = self._endpoints.for_model(model)
+        now = self._clock()
+        breached = self._slo.breached(model, now)
+        if not endpoints:
+            return None, 0, breached
+        flow = self._models.get(model)
+        ahead = 0 if flow is None else flow.pending + flow.queued()
+        return saturation(endpoints, ahead, self._targets, now), len(endpoints), breached
+
     def engine_priority(self, band: BandRule) -> int:
         """The request priority a priority-scheduling engine is sent for `band`."""
         return 0 if self._top is None else engine_priority(band, self._top)

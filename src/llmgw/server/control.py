@@ -170,6 +170,7 @@ async def start_control(
         runtime.quota_watch.start()
     gateway.flow.activator = plane
     plane.watch_requests(gateway.flow.last_asked, gateway.clock)
+    plane.watch_load(gateway.flow.load)
     if plane.listener is not None and plane.listener.ssl is not None:
         # Revocations are read before agents are taken, so a revoked node is refused
         # from the first connection on.

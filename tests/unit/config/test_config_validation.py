@@ -115,6 +115,8 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("control.timezone", "Europe/Istambul", ("control.timezone:", "IANA")),
     ("control.port_range", [21999, 21000], ("control.port_range:", "first <= last")),
     ("control.lost_after", "10s", ("control.lost_after:", "unreachable_after")),
+    ("control.scale_down_at", 1.0, ("control.scale_down_at:", "below scale_up_at")),
+    ("control.scale_up_after", "0s", ("control.scale_up_after:", "above zero")),
     ("control.interval", "0s", ("control.interval:", "above zero")),
     ("facility.margin", 1, ("facility.margin:", "0.1 for 10%")),
     ("facility.gpu_watts", -1, ("facility.gpu_watts:", "0 or more")),

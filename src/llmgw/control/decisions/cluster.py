@@ -78,7 +78,12 @@ class ReplicaView:
 @dataclass(frozen=True, slots=True)
 class ModelDemand:
     """What the router says of a model: a request waits for it now (the admission
-    seam), and when it was last asked for (unix time)."""
+    seam), when it was last asked for (unix time), and what load scaling makes of its
+    load."""
 
     waiting: bool = False
     last_request_at: float | None = None
+    load_target: int | None = None
+    """The count load scaling holds the model at (`load_scaling`); None: it does not."""
+    load_why: str = ""
+    """Load scaling's sentence, with its figures, for `ctl explain`."""

@@ -2,8 +2,9 @@
 
 A model's scaling gives a floor and a ceiling; a schedule window in force (in the
 control plane's time zone, opened `prewarm` early) replaces both. Between them the
-count is left where it is: nothing here scales on load, so replicas above the floor
-are kept until they pass the ceiling. An on-demand model (floor 0, ceiling above it)
+count is load scaling's (`load_scaling`, carried in the demand) where it holds one, and
+otherwise left where it is: replicas above the floor are kept until they pass the
+ceiling. An on-demand model (floor 0, ceiling above it)
 is wanted once while a request waits for it and kept while it was asked for within
 its idle timeout; min 0 and max 0 is a model configured and deliberately not running.
 
@@ -69,21 +70,26 @@ def desired(
     if low == 0 and high == 0:
         return Desired(model.name, 0, 0, shrink, f"{source}: min 0 and max 0, configured and not running")
     if low > 0:
-        return Desired(model.name, low, high, shrink, f"{source}: min {low}, max {high}")
+        return _on_load(Desired(model.name, low, high, shrink, f"{source}: min {low}, max {high}"), demand)
     # On demand: wanted while asked for, and only then.
     idle_timeout = scaling.idle_timeout if scaling.idle_timeout > timedelta(0) else default_idle_timeout
     if demand.waiting:
-        return Desired(model.name, 1, high, shrink, f"{source}: on demand, and a request waits for it")
+        return _on_load(
+            Desired(model.name, 1, high, shrink, f"{source}: on demand, and a request waits for it"), demand
+        )
     last = demand.last_request_at
     if last is not None and now - last < idle_timeout.total_seconds():
         ago = _duration(timedelta(seconds=max(now - last, 0)))
-        return Desired(
-            model.name,
-            0,
-            high,
-            shrink,
-            f"{source}: on demand, last asked for {ago} ago, within its idle timeout of"
-            f" {_duration(idle_timeout)}",
+        return _on_load(
+            Desired(
+                model.name,
+                0,
+                high,
+                shrink,
+                f"{source}: on demand, last asked for {ago} ago, within its idle timeout of"
+                f" {_duration(idle_timeout)}",
+            ),
+            demand,
         )
     unasked = "never asked for" if last is None else f"unasked for {_duration(timedelta(seconds=now - last))}"
     return Desired(
@@ -92,6 +98,24 @@ def desired(
         0,
         "idle",
         f"{source}: on demand, {unasked}, past its idle timeout of {_duration(idle_timeout)}",
+    )
+
+
+def _on_load(want: Desired, demand: ModelDemand) -> Desired:
+    """`want` held at load scaling's count, kept within its floor and ceiling (a window
+    that changed since the count was set wins); an on-demand model keeps its floor of 0
+    below the count, so it still stops when idle."""
+    target = demand.load_target
+    if target is None or want.ceiling < 2:
+        return want
+    count = min(max(target, want.floor, 1), want.ceiling)
+    floor = count if want.floor > 0 or count > 1 else want.floor
+    return Desired(
+        want.model,
+        floor,
+        count,
+        want.surplus_reason,
+        f"{want.why}; {demand.load_why}" if demand.load_why else want.why,
     )
 
 

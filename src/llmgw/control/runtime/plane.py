@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +43,8 @@ from llmgw.control.decisions.adoption import adopted_assignment
 from llmgw.control.decisions.backoff import Backoff
 from llmgw.control.decisions.cluster import ModelDemand, NodeView, ReplicaView
 from llmgw.control.decisions.demand import Asked, ServerDemand, merge_demand
+from llmgw.control.decisions.desired import desired, placeable
+from llmgw.control.decisions.load_scaling import LoadReading, ScalePolicy, ScaleState, scale_step
 from llmgw.control.decisions.nodes import NodeRegistry
 from llmgw.control.decisions.orders import engine_key
 from llmgw.control.decisions.publish import Publisher
@@ -117,6 +119,7 @@ class PlaneConfig:
     activation_wait: timedelta
     facility: FacilityPolicy | None = None
     drain_limit: timedelta = DRAIN_LIMIT
+    scale: ScalePolicy = field(default_factory=ScalePolicy)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PlaneConfig:
@@ -137,6 +140,12 @@ class PlaneConfig:
             tz=local_zone(control.timezone),
             activation_wait=settings.router.effective_activation_wait,
             facility=settings.facility.policy() if settings.facility.budgets else None,
+            scale=ScalePolicy(
+                up_at=control.scale_up_at,
+                up_after=control.scale_up_after.total_seconds(),
+                down_at=control.scale_down_at,
+                down_after=control.scale_down_after.total_seconds(),
+            ),
         )
 
 
@@ -221,6 +230,9 @@ class ControlPlane:
         self._others: tuple[ServerDemand, ...] = ()
         self._others_silent_after = 0.0
         self._on_activate: list[Callable[[str], None]] = []
+        self._load: Callable[[str], tuple[float | None, int, bool]] | None = None
+        self._scale: dict[str, ScaleState] = {}
+        self._scale_why: dict[str, str] = {}
 
     @classmethod
     def from_settings(
@@ -337,6 +349,7 @@ class ControlPlane:
         began = self._timer()
         try:
             await self.observe_leadership()
+            self.step_scaling()
             await self.reconciler.run_pass()
             self.node_watch.look()
         finally:
@@ -363,6 +376,47 @@ class ControlPlane:
         path with no more than a dict store."""
         self._asked = asked
         self._asked_clock = clock
+
+    def watch_load(self, load: Callable[[str], tuple[float | None, int, bool]]) -> None:
+        """The router's reading of a model's load (`FlowControl.load`): its saturation
+        level over the replicas routed to, how many, and whether its objective is
+        breached. Read once a pass for load scaling."""
+        self._load = load
+
+    def step_scaling(self) -> None:
+        """One step of load scaling for every placeable model (`scale_step`), on the
+        leader only: a follower's state is dropped, so a new leader starts from what
+        runs."""
+        if self._load is None or not self.leading or self.config.scale.up_at <= 0:
+            self._scale.clear()
+            self._scale_why.clear()
+            return
+        now = self._clock()
+        demand = self.demand()
+        views = self.book.views()
+        for model in self._catalog.models():
+            if not placeable(model):
+                continue
+            plain = replace(demand.get(model.name, ModelDemand()), load_target=None, load_why="")
+            want = desired(model, plain, now, self.config.tz)
+            level, ready, breached = self._load(model.name)
+            starting = sum(1 for r in views if r.model == model.name and r.phase in ("pending", "starting"))
+            step = scale_step(
+                self._scale.get(model.name),
+                LoadReading(level, ready, starting, breached),
+                floor=want.floor,
+                ceiling=want.ceiling,
+                now=now,
+                policy=self.config.scale,
+            )
+            if step is None:
+                self._scale.pop(model.name, None)
+                self._scale_why.pop(model.name, None)
+                continue
+            if step.changed:
+                log.info("control plane: %s: %s", model.name, step.why)
+            self._scale[model.name] = step.state
+            self._scale_why[model.name] = step.why
 
     def now(self) -> float:
         """This plane's clock (UNIX seconds), on which every time it reports is given."""
@@ -402,13 +456,18 @@ class ControlPlane:
             since = self._waiting_since(model, now)
             times = [t for t in (self._asked_at(model, offset), asked_at, self._adopted_at.get(model)) if t]
             own[model] = ModelDemand(waiting=since is not None, last_request_at=max(times) if times else None)
-        return merge_demand(
+        merged = merge_demand(
             own,
             self._others,
             now=now,
             silent_after=self._others_silent_after,
             wait_limit=self.config.activation_wait.total_seconds(),
         )
+        for model, state in self._scale.items():
+            merged[model] = replace(
+                merged.get(model, ModelDemand()), load_target=state.target, load_why=self._scale_why[model]
+            )
+        return merged
 
     def _waiting_since(self, model: str, now: float) -> float | None:
         """When the request waiting here for `model` began; None when none waits: no
