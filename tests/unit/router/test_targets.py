@@ -89,6 +89,7 @@ RESOLVE_CASES = [
             context_length=8192,
             max_output=2048,
             fallbacks=("small-latest", "gpt"),
+            adapter_source="org/sql-lora",
         ),
         id="adapter-runs-on-its-model-under-its-own-name",
     ),
