@@ -2,8 +2,9 @@
 by its own name as though it were a model.
 
 Every replica loads every adapter at start, unless the model caps how many a replica
-holds (`max_loaded_adapters`); then vLLM loads one when a request first asks for it and
-drops the least recently used to make room. llama-server can only rescale adapters it
+holds (`max_loaded_adapters`); then the router loads one onto a replica when a request
+first asks for it there, unloading the least recently used to make room
+(llmgw.router.lora_loader). llama-server can only rescale adapters it
 loaded at start, so a cap there would cap nothing.
 """
 
@@ -31,7 +32,8 @@ class Adapter(Strict):
     """A GGUF file for llama.cpp; for vLLM a PEFT directory (a mirror version ending in
     '/', a path on the node, or a Hugging Face id)."""
     scale: float = 0
-    """How strongly it is applied; 0 is 1. Not acted on by this version (`llmgw.config.inert`)."""
+    """How strongly it is applied; 0 is 1. llama-server is sent it with each request;
+    vLLM cannot apply one, so a scale other than 1 on a vLLM model is refused."""
     owner: str = ""
     """org:ID, team:ID, project:ID, user:ID or key:ID: only callers in it see the adapter,
     which to anyone else does not exist (its weights carry what it was trained on).
@@ -106,6 +108,12 @@ def adapter_problems(
         elif a.scale < 0:
             out.append(
                 f"{who}: adapter {q(a.name)} scale {a.scale:g} is negative; give 0 (meaning 1) or more"
+            )
+        elif a.effective_scale != 1.0 and (max_loaded > 0 or any(p.engine == "vllm" for p in profiles)):
+            # llama-server takes a scale with each request; vLLM has no such field.
+            out.append(
+                f"{who}: adapter {q(a.name)} scale {a.scale:g} cannot be applied by vLLM, which runs"
+                " adapters at full scale; remove scale or serve the model on llamacpp"
             )
         elif max_loaded > 0 and ("/" in a.name or "\\" in a.name or a.name in (".", "..")):
             # Loaded on demand, the adapter's name becomes a file name on the node.

@@ -37,6 +37,13 @@ def sim_engine(
         list[str] | None,
         typer.Option("--adapter", help="A LoRA adapter name to serve over the first model; repeatable."),
     ] = None,
+    max_loras: Annotated[
+        int,
+        typer.Option(
+            help="Above 0, also load adapters at run time (POST /v1/load_lora_adapter), at most "
+            "this many at once, as vLLM does with runtime LoRA updating."
+        ),
+    ] = _DEFAULTS.max_loras,
     api_key: Annotated[
         list[str] | None,
         typer.Option("--api-key", help="Require this key as a bearer token on /v1 routes; repeatable."),
@@ -152,6 +159,7 @@ def sim_engine(
             admin_port=admin_port,
             models=tuple(model) if model else _DEFAULTS.models,
             adapters=tuple(adapter or ()),
+            max_loras=max_loras,
             api_keys=tuple(api_key or ()),
             flavor=flavor,
             seed=seed,

@@ -49,7 +49,8 @@ class Endpoint(Strict):
     lora_ids: dict[str, int] = Field(default_factory=dict)
     """llamacpp only: the catalog's adapter names this llama-server serves, each with its
     number in the server's `--lora` list (from 0); a request for one carries
-    `lora: [{"id": N, "scale": 1.0}]`, since llama-server knows adapters by number."""
+    `lora: [{"id": N, "scale": S}]` (the adapter's scale), since llama-server knows
+    adapters by number."""
 
     @property
     def effective_weight(self) -> float:

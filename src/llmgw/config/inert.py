@@ -60,10 +60,6 @@ INERT: Mapping[str, str] = {
     "comfyui is not supported",
     "models[].external.workflow": "ComfyUI workflows are not run by this version",
     "models[].external.output": "ComfyUI workflows are not run by this version",
-    "models[].adapters[].scale": "adapter scales are not applied by this version; adapters load at "
-    "full scale",
-    "models[].max_loaded_adapters": "this version caps vLLM's adapter slots (--max-loras) but loads no "
-    "adapter on demand; every adapter loads at start",
     "models[].profiles[].kv_events": "the router does not subscribe to the engines' KV events in this "
     "version; the engine only opens the port",
     "models[].origin.repo": "this version fetches weights from `source` only; the recorded "

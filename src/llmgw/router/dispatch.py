@@ -46,6 +46,7 @@ from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
 from llmgw.router.liveness import Liveness
+from llmgw.router.lora_loader import AdapterLoader
 from llmgw.router.metrics import GatewayMetrics
 from llmgw.router.picker import Picker
 from llmgw.router.request import ClientRequest
@@ -118,8 +119,10 @@ class Dispatcher:
         guard: Guardrails | None = None,
         canaries: Canaries | None = None,
         cache: ResponseCache | None = None,
+        adapters: AdapterLoader | None = None,
     ) -> None:
         self._cache = cache
+        self._adapters = adapters
         self._guard = guard
         self._canaries = canaries
         self._endpoints = endpoints
@@ -165,6 +168,10 @@ class Dispatcher:
                     for e in self._endpoints.for_model(target.model)
                     if e.id not in tried and e.breaker.available(now)
                 ]
+                adapters = self._adapters if target.on_demand else None
+                if adapters is not None and candidates:
+                    # Replicas holding the adapter, else those with a slot to load it in.
+                    candidates = adapters.choose(target.engine_model, candidates, target.max_loaded_adapters)
                 if not candidates:
                     break
                 tries += 1
@@ -190,7 +197,12 @@ class Dispatcher:
                         self._failures.failed(request_id, *failed, attempts, last_error, final=True)
                     raise as_api_error(TotalTimeout(self._limits.total_s), first.model, self._retry_after)
                 try:
-                    done = await self._try(proto, request, target, endpoint, rid, started, budget, tries)
+                    if adapters is None:
+                        done = await self._try(proto, request, target, endpoint, rid, started, budget, tries)
+                    else:
+                        done = await self._try_adapter(
+                            adapters, proto, request, target, endpoint, rid, started, budget, tries
+                        )
                 except UpstreamError as exc:
                     last_error = exc
                     failed = (endpoint.id, target.model, attempt + 1)
@@ -285,6 +297,28 @@ class Dispatcher:
             account.principal.meter.add_headers(headers, time.time())
         return headers
 
+    async def _try_adapter(
+        self,
+        adapters: AdapterLoader,
+        proto: HTTPProtocol,
+        request: ClientRequest,
+        target: Target,
+        endpoint: Endpoint,
+        rid: bytes,
+        started: float,
+        budget: float,
+        number: int,
+    ) -> bool:
+        """`_try` for an adapter loaded on demand: loaded there first, and held there
+        (not unloaded for another) until the answer is over."""
+        adapter = target.engine_model
+        adapters.slots.begin(endpoint.id, adapter)
+        try:
+            await adapters.ensure(endpoint, adapter, target.adapter_source, target.max_loaded_adapters)
+            return await self._try(proto, request, target, endpoint, rid, started, budget, number, adapters)
+        finally:
+            adapters.slots.end(endpoint.id, adapter)
+
     async def _try(
         self,
         proto: HTTPProtocol,
@@ -295,6 +329,7 @@ class Dispatcher:
         started: float,
         budget: float,
         number: int = 1,
+        adapters: AdapterLoader | None = None,
     ) -> bool:
         """One try (the request's `number`th); True once the client has been answered.
         Raises UpstreamError when the try failed before anything was sent."""
@@ -302,7 +337,9 @@ class Dispatcher:
         name = spec.upstream_model or target.engine_model
         priority = request.engine_priority if spec.priority_scheduling else None
         lora = spec.lora_ids.get(name) if spec.lora_ids else None
-        body = request.body_for(name, ask_usage=self._inject_usage, priority=priority, lora=lora)
+        body = request.body_for(
+            name, ask_usage=self._inject_usage, priority=priority, lora=lora, lora_scale=target.adapter_scale
+        )
         trace = request.trace
         span: Span | None = None
         if trace is None:
@@ -355,6 +392,12 @@ class Dispatcher:
             except BaseException:
                 endpoint.breaker.abandoned(self._clock())
                 raise
+            if adapters is not None and isinstance(result, Answer) and result.status == 404:
+                # The replica does not know the adapter the router thought it held: it
+                # restarted empty. Forgotten there, the next try loads it again.
+                adapters.missing(endpoint, target.engine_model)
+                endpoint.breaker.succeeded()
+                raise UpstreamStatus(404, result.body)
             endpoint.breaker.succeeded()
             request_id = rid.decode()
             canaries = self._canaries

@@ -41,7 +41,7 @@ class EndpointSpec:
     # The engine schedules by vLLM's request `priority` and preempts worse work.
     priority_scheduling: bool = False
     # llama-server: its adapters by name, as numbers in its load order. It knows no
-    # adapter names; a request for one carries `lora: [{"id": N, "scale": 1.0}]`.
+    # adapter names; a request for one carries `lora: [{"id": N, "scale": S}]`.
     lora_ids: dict[str, int] = field(default_factory=dict)
 
 

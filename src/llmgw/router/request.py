@@ -87,7 +87,13 @@ class ClientRequest:
         return len(self.prompt) // CHARS_PER_TOKEN_CEILING
 
     def body_for(
-        self, model_name: str | None, *, ask_usage: bool, priority: int | None = None, lora: int | None = None
+        self,
+        model_name: str | None,
+        *,
+        ask_usage: bool,
+        priority: int | None = None,
+        lora: int | None = None,
+        lora_scale: float = 1.0,
     ) -> bytes:
         """The body to send a replica: the client's own bytes unless something changes.
 
@@ -117,7 +123,7 @@ class ClientRequest:
         else:
             body.pop("priority", None)
         if lora is not None:
-            body["lora"] = [{"id": lora, "scale": 1.0}]
+            body["lora"] = [{"id": lora, "scale": lora_scale}]
         else:
             body.pop("lora", None)
         return orjson.dumps(body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmgw.catalog import Catalog, Model
+from llmgw.catalog import Adapter, Catalog, Model
 from llmgw.errors import BadRequest, NotFound
 from llmgw.router.request import ClientRequest, Kind
 
@@ -34,6 +34,17 @@ class Target:
     external: bool = False
     owner: str = ""
     """For an adapter with an owner (`team:ID`…): only callers inside it may see it."""
+    adapter_source: str = ""
+    """For an adapter: its files, which a replica loading it on demand is given."""
+    adapter_scale: float = 1.0
+    """For an adapter: how strongly it is applied (llama-server takes it per request)."""
+    max_loaded_adapters: int = 0
+    """For an adapter of a model that loads them on demand: each replica's slots."""
+
+    @property
+    def on_demand(self) -> bool:
+        """An adapter the router loads onto replicas before sending them requests for it."""
+        return self.max_loaded_adapters > 0 and self.engine_model != self.model
 
 
 class TargetResolver:
@@ -47,7 +58,9 @@ class TargetResolver:
         """A runtime catalog change: names resolve against `catalog` from now on."""
         self._catalog = catalog
 
-    def _for_model(self, model: Model, engine_model: str, owner: str = "") -> Target:
+    def _for_model(
+        self, model: Model, engine_model: str, owner: str = "", adapter: Adapter | None = None
+    ) -> Target:
         return Target(
             model=model.name,
             engine_model=engine_model,
@@ -57,6 +70,9 @@ class TargetResolver:
             fallbacks=tuple(model.fallbacks),
             external=model.is_external,
             owner=owner,
+            adapter_source=adapter.source if adapter is not None else "",
+            adapter_scale=adapter.effective_scale if adapter is not None else 1.0,
+            max_loaded_adapters=model.max_loaded_adapters if adapter is not None else 0,
         )
 
     def resolve(self, name: str, *, routable: bool) -> Target:
@@ -68,7 +84,7 @@ class TargetResolver:
         found = self._catalog.resolve_adapter(name)
         if found is not None:
             base, adapter, _ = found
-            return self._for_model(base, adapter.name, adapter.owner)
+            return self._for_model(base, adapter.name, adapter.owner, adapter)
         if routable and model is None:
             return Target(model=name, engine_model=name, routing_profile=self._default_profile)
         raise unknown_model(name)

@@ -43,6 +43,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
+from llmgw.router.lora_loader import AdapterLoader
 from llmgw.router.metrics import (
     BEFORE_ROUTE,
     CacheCollector,
@@ -220,6 +221,8 @@ class Gateway:
             guard=self.guard,
             canaries=self.canaries,
             cache=self.cache,
+            # Loading an adapter reads its weights: bounded by a whole request's time.
+            adapters=AdapterLoader(limits.total_s),
         )
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from llmgw.sim.lora import add_lora_routes
 from llmgw.sim.protocol import ApiError
 from llmgw.sim.routes_admin import add_admin_routes
 from llmgw.sim.routes_engine import add_flavor_routes
@@ -67,6 +68,8 @@ def create_app(state: SimState) -> web.Application:
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", list_models)
     add_flavor_routes(app, state.options.flavor)
+    if state.options.max_loras:
+        add_lora_routes(app, state.loras)
     add_admin_routes(app)
 
     async def stop_engine(app: web.Application) -> None:

@@ -53,6 +53,9 @@ class SimOptions(Strict):
     admin_port: int | None = Field(default=None, ge=0, le=65535)
     models: tuple[str, ...] = ("sim-model",)
     adapters: tuple[str, ...] = ()
+    max_loras: int = Field(default=0, ge=0)
+    """Above 0, adapters also load at run time through vLLM's /v1/load_lora_adapter,
+    at most this many at once (vLLM's --max-loras with runtime LoRA updating)."""
     api_keys: tuple[str, ...] = ()
     """Keys the engine requires as `Authorization: Bearer` on its /v1 routes (vLLM's
     --api-key); empty requires none. Several stand in for a provider's several keys."""

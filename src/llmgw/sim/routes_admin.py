@@ -170,6 +170,7 @@ async def get_state(request: web.Request) -> web.Response:
             "quality": {**state.quality.quality.describe(), "requests": state.quality.seen},
             "listening": state.listener.is_open if state.listener is not None else True,
             "last_traceparent": state.last_traceparent,
+            "lora": state.loras.describe(),
         }
     )
 

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from llmgw.sim.engine import Clock, SimEngine
 from llmgw.sim.faults import FaultSetting, FaultState
+from llmgw.sim.lora import LoraSlots
 from llmgw.sim.options import FaultMode, SimOptions
 from llmgw.sim.quality import Quality, QualityState
 
@@ -53,6 +54,7 @@ class SimState:
     last_traceparent: str = ""
     """The W3C `traceparent` of the last POST to the engine's API (empty without one):
     how a test sees that a gateway passed its trace on (`GET /sim/state`)."""
+    loras: LoraSlots = field(default_factory=lambda: LoraSlots(0))
     _response_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @classmethod
@@ -76,6 +78,7 @@ class SimState:
             ready_at=now + options.startup_delay_s,
             exit_process=exit_process,
             clock=clock,
+            loras=LoraSlots(options.max_loras),
         )
 
     def ready(self) -> bool:
@@ -88,7 +91,7 @@ class SimState:
 
     def served_names(self) -> tuple[str, ...]:
         """Every name a request may ask for: the models and their adapters."""
-        return self.options.models + self.options.adapters
+        return self.options.models + self.options.adapters + tuple(self.loras.held)
 
     def refusing(self) -> bool:
         """Whether the refuse fault is in force."""

@@ -79,7 +79,7 @@ def gateway(replica: Replica) -> Iterator[GatewayProcess]:
                 "description": "A llama-server stand-in.",
                 "adapters": [
                     {"name": "legal", "source": "/adapters/legal.gguf"},
-                    {"name": "sql", "source": "/adapters/sql.gguf"},
+                    {"name": "sql", "source": "/adapters/sql.gguf", "scale": 0.5},
                 ],
             }
         ],
@@ -99,7 +99,7 @@ def test_an_adapter_request_names_the_adapter_by_its_number(
         model="sql", messages=[{"role": "user", "content": "hi"}], max_tokens=3
     )
     [sent] = replica.bodies
-    assert sent["lora"] == [{"id": 1, "scale": 1.0}]
+    assert sent["lora"] == [{"id": 1, "scale": 0.5}]  # the adapter's own scale
 
 
 def test_a_clients_own_lora_never_reaches_the_replica(

@@ -379,6 +379,12 @@ CASES: list[tuple[str, str, list[Change], list[str]]] = [
     ("adapter-twice", "gpu", [(("adapters",), [SQL, SQL])], ['adapter "sql" is declared twice']),
     ("adapter-scale", "gpu", [(("adapters",), [{**SQL, "scale": -1}])], ['adapter "sql" scale -1']),
     (
+        "adapter-scale-vllm",
+        "gpu",
+        [(("adapters",), [{**SQL, "scale": 0.5}])],
+        ['adapter "sql" scale 0.5', "vLLM", "remove scale"],
+    ),
+    (
         "adapter-slash",
         "gpu",
         [(("adapters",), [{**SQL, "name": "team/sql"}]), (("max_loaded_adapters",), 2)],

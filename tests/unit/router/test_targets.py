@@ -89,6 +89,7 @@ RESOLVE_CASES = [
             context_length=8192,
             max_output=2048,
             fallbacks=("small-latest", "gpt"),
+            adapter_source="org/sql-lora",
         ),
         id="adapter-runs-on-its-model-under-its-own-name",
     ),
@@ -337,3 +338,24 @@ def test_an_over_long_embedding_input_is_refused_naming_input() -> None:
         check_limits(_request(Kind.EMBEDDINGS, 6006), LIMITED)
     assert caught.value.code == "context_length_exceeded"
     assert caught.value.param == "input"
+
+
+def test_an_adapter_of_a_model_with_slots_is_loaded_on_demand() -> None:
+    resolver = TargetResolver(
+        _catalog(
+            {
+                "name": "lora-base",
+                "source": "Qwen/Qwen3-8B",
+                "profiles": [{"name": "h100", "engine": "vllm", "gpu_class": "h100-80g"}],
+                "max_loaded_adapters": 2,
+                "adapters": [{"name": "base-sql", "source": "org/base-sql"}],
+            }
+        ),
+        DEFAULT_PROFILE,
+    )
+    adapter = resolver.resolve("base-sql", routable=False)
+    assert adapter.on_demand
+    assert (adapter.adapter_source, adapter.max_loaded_adapters) == ("org/base-sql", 2)
+    # The model itself, and an adapter of a model without slots, are sent as they are.
+    assert not resolver.resolve("lora-base", routable=False).on_demand
+    assert not resolver.resolve("chat-sql", routable=False).on_demand
