@@ -28,15 +28,15 @@ from llmgw.http.rsgi import HTTPProtocol, Scope
 from llmgw.web import guide
 from llmgw.web.i18n import (
     LANGUAGE_COOKIE,
-    LANGUAGE_COOKIE_MAX_AGE_S,
     Messages,
     cookie_value,
+    language_switch,
     load_catalogs,
     pick_language,
 )
 from llmgw.web.openapi import openapi_document
 from llmgw.web.render import SECURITY_HEADERS, Renderer, page_headers
-from llmgw.web.static import CACHE_CONTROL, STATIC_PREFIX, load_assets
+from llmgw.web.static import STATIC_PREFIX, load_assets, serve_asset
 
 if TYPE_CHECKING:
     from llmgw.auth.gate import AuthGate
@@ -100,7 +100,7 @@ class WebApp:
             )
             return
         if path.startswith(STATIC_PREFIX + "/"):
-            self._asset(scope, proto)
+            serve_asset(self._assets, scope, proto)
         elif path == "/language":
             self._switch_language(scope, proto)
         elif path == "/":
@@ -234,30 +234,5 @@ class WebApp:
         return False
 
     def _switch_language(self, scope: Scope, proto: HTTPProtocol) -> None:
-        query = parse_qs(scope.query_string)
-        wanted = (query.get("set") or [""])[0]
-        target = _local((query.get("next") or ["/"])[0])
-        headers = [("location", target), ("cache-control", "no-store")]
-        if wanted in self._catalogs:
-            headers.append(
-                (
-                    "set-cookie",
-                    f"{LANGUAGE_COOKIE}={wanted}; Path=/; Max-Age={LANGUAGE_COOKIE_MAX_AGE_S}; SameSite=Lax",
-                )
-            )
-        proto.response_bytes(303, headers, b"")
-
-    def _asset(self, scope: Scope, proto: HTTPProtocol) -> None:
-        asset = self._assets.get(scope.path)
-        if asset is None:
-            proto.response_bytes(404, [("content-type", "text/plain; charset=utf-8")], b"no such file\n")
-            return
-        headers = [
-            ("etag", asset.etag),
-            ("cache-control", CACHE_CONTROL),
-            ("x-content-type-options", "nosniff"),
-        ]
-        if scope.headers.get("if-none-match") == asset.etag:
-            proto.response_bytes(304, headers, b"")
-            return
-        proto.response_bytes(200, [("content-type", asset.content_type), *headers], asset.body)
+        target = _local((parse_qs(scope.query_string).get("next") or ["/"])[0])
+        proto.response_bytes(303, language_switch(scope.query_string, self._catalogs, target), b"")

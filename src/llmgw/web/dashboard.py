@@ -42,13 +42,13 @@ from llmgw.web.app import ModelsSource
 from llmgw.web.dashboard_traffic import traffic_rows
 from llmgw.web.i18n import (
     LANGUAGE_COOKIE,
-    LANGUAGE_COOKIE_MAX_AGE_S,
     cookie_value,
+    language_switch,
     load_catalogs,
     pick_language,
 )
 from llmgw.web.render import Renderer, page_headers
-from llmgw.web.static import CACHE_CONTROL, load_assets
+from llmgw.web.static import load_assets, serve_asset
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Dashboard:
         self._clock = clock
         self._catalogs = load_catalogs()
         self._languages = tuple((code, m["lang_name"]) for code, m in self._catalogs.items())
-        self._assets = {STATIC + path[len("/static") :]: a for path, a in load_assets().items()}
+        self._assets = load_assets(STATIC)
         self._renderer = Renderer()
         self.models: ModelsSource = lambda: ()
         """What `/v1/models` lists (set by the server once the gateway is built)."""
@@ -96,7 +96,7 @@ class Dashboard:
         if path in ("/", PREFIX):
             proto.response_bytes(303, [("location", PREFIX + "/cluster"), ("cache-control", "no-store")], b"")
         elif path.startswith(STATIC + "/"):
-            self._asset(scope, proto)
+            serve_asset(self._assets, scope, proto)
         elif path == PREFIX + "/language":
             self._switch_language(scope, proto)
         elif path == PREFIX + "/login":
@@ -358,35 +358,10 @@ class Dashboard:
         proto.response_bytes(status, headers, text.encode())
 
     def _switch_language(self, scope: Scope, proto: HTTPProtocol) -> None:
-        query = parse_qs(scope.query_string)
-        wanted = (query.get("set") or [""])[0]
-        target = (query.get("next") or [""])[0]
+        target = (parse_qs(scope.query_string).get("next") or [""])[0]
         if not target.startswith(PREFIX + "/") or any(c in target for c in "\\\r\n"):
             target = PREFIX + "/cluster"
-        headers = [("location", target), ("cache-control", "no-store")]
-        if wanted in self._catalogs:
-            headers.append(
-                (
-                    "set-cookie",
-                    f"{LANGUAGE_COOKIE}={wanted}; Path=/; Max-Age={LANGUAGE_COOKIE_MAX_AGE_S}; SameSite=Lax",
-                )
-            )
-        proto.response_bytes(303, headers, b"")
-
-    def _asset(self, scope: Scope, proto: HTTPProtocol) -> None:
-        asset = self._assets.get(scope.path)
-        if asset is None:
-            self._plain(proto, 404, "no such file\n")
-            return
-        headers = [
-            ("etag", asset.etag),
-            ("cache-control", CACHE_CONTROL),
-            ("x-content-type-options", "nosniff"),
-        ]
-        if scope.headers.get("if-none-match") == asset.etag:
-            proto.response_bytes(304, headers, b"")
-            return
-        proto.response_bytes(200, [("content-type", asset.content_type), *headers], asset.body)
+        proto.response_bytes(303, language_switch(scope.query_string, self._catalogs, target), b"")
 
 
 def _utc(at: float) -> str:

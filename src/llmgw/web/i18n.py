@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import resources
+from urllib.parse import parse_qs
 
 import yaml
 
@@ -32,6 +33,17 @@ def load_catalogs() -> dict[str, Messages]:
         loaded = yaml.safe_load((folder / f"{code}.yaml").read_text(encoding="utf-8"))
         catalogs[code] = {str(key): str(value).strip() for key, value in loaded.items()}
     return catalogs
+
+
+def language_switch(query_string: str, known: Mapping[str, object], target: str) -> list[tuple[str, str]]:
+    """The headers of the switcher's answer: back to `target` (a page the caller has
+    checked is its own), setting the language cookie when `?set=` names a known one."""
+    wanted = (parse_qs(query_string).get("set") or [""])[0]
+    headers = [("location", target), ("cache-control", "no-store")]
+    if wanted in known:
+        cookie = f"{LANGUAGE_COOKIE}={wanted}; Path=/; Max-Age={LANGUAGE_COOKIE_MAX_AGE_S}; SameSite=Lax"
+        headers.append(("set-cookie", cookie))
+    return headers
 
 
 def cookie_value(header: str | None, name: str) -> str | None:
