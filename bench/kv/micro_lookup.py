@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from llmgw.router.kv_events import Batch, Stored
+from llmgw.protocol.kv_events import Batch, Stored
 from llmgw.router.kv_index import KVIndex
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from llmgw.router.kv_events import Batch, Cleared, Removed, Stored
+from llmgw.protocol.kv_events import Batch, Cleared, Removed, Stored
 
 
 class KVIndex:

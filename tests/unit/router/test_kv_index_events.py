@@ -8,7 +8,7 @@ import cbor2
 import msgpack
 import pytest
 
-from llmgw.router.kv_events import (
+from llmgw.protocol.kv_events import (
     Batch,
     Cleared,
     EventDecodeError,
@@ -20,7 +20,7 @@ from llmgw.router.kv_events import (
     encode_removed,
     encode_stored,
 )
-from llmgw.router.kv_hash import block_key, hash_blocks, none_hash, sha256_cbor
+from llmgw.protocol.kv_hash import block_key, hash_blocks, none_hash, sha256_cbor
 from llmgw.router.kv_index import KVIndex
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from llmgw.router.kv_hash import block_key
+from llmgw.protocol.kv_hash import block_key
 
 # Field order of the array-like layout, after the tag.
 _STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id")
@@ -108,13 +108,13 @@ def _event(raw: Any) -> Event:
 
 
 def encode_stored(
-    block_hashes: Sequence[bytes], parent: bytes | None, token_ids: Sequence[int], block_size: int
+    block_hashes: Sequence[bytes | int], parent: bytes | int | None, token_ids: Sequence[int], block_size: int
 ) -> list[Any]:
     """A BlockStored event in the array-like layout (what the sim publishes)."""
     return ["BlockStored", list(block_hashes), parent, list(token_ids), block_size, None, "GPU", None]
 
 
-def encode_removed(block_hashes: Sequence[bytes]) -> list[Any]:
+def encode_removed(block_hashes: Sequence[bytes | int]) -> list[Any]:
     return ["BlockRemoved", list(block_hashes), "GPU"]
 
 
