@@ -5,7 +5,9 @@ replica's kv_events port) and sends `[topic, seq, payload]` batches; this subscr
 every topic and hands each batch to `KVIndex.apply`, which checks the sequence. A
 message that does not decode leaves the index not knowing what the replica holds, so
 the replica's entries are dropped as on a gap. ZMQ reconnects by itself after the
-engine restarts; the restarted engine's seq from 0 triggers the resync.
+engine restarts. A lost connection drops the replica's entries at once (a socket
+monitor reports it), since a restarted engine's first batches may be sent before the
+subscriber is back and its seq starting over would then go unseen.
 """
 
 from __future__ import annotations
@@ -34,11 +36,20 @@ class KVSubscriber:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.SUBSCRIBE, b"")
         self._sock.connect(address)
-        self._task: asyncio.Task[None] | None = None
+        self._monitor = self._sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._tasks: list[asyncio.Task[None]] = []
         self.batches = 0
+        self.disconnects = 0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run()), loop.create_task(self._watch())]
+
+    async def _watch(self) -> None:
+        while True:
+            await self._monitor.recv_multipart()  # only EVENT_DISCONNECTED is asked for
+            self.disconnects += 1
+            self._index.drop(self.replica)
 
     async def _run(self) -> None:
         while True:
@@ -53,9 +64,11 @@ class KVSubscriber:
             self.batches += 1
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
+        self._sock.disable_monitor()
+        self._monitor.close(0)
         self._sock.close(0)
         self._index.drop(self.replica)
