@@ -147,6 +147,12 @@ def sim_engine(
         int | None,
         typer.Option(help="Also serve /sim/* on this port (0: a free one); it stays open under refuse."),
     ] = None,
+    kv_events_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Publish KV-cache block events in vLLM's ZeroMQ format (PUB, bound on --host) on this port."
+        ),
+    ] = None,
     max_recent: Annotated[
         int, typer.Option(help="Finished requests kept for GET /sim/requests.")
     ] = _DEFAULTS.recent_requests,
@@ -157,6 +163,7 @@ def sim_engine(
             host=host,
             port=port,
             admin_port=admin_port,
+            kv_events_port=kv_events_port,
             models=tuple(model) if model else _DEFAULTS.models,
             adapters=tuple(adapter or ()),
             max_loras=max_loras,

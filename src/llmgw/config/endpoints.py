@@ -52,6 +52,11 @@ class Endpoint(Strict):
     `lora: [{"id": N, "scale": S}]` (the adapter's scale), since llama-server knows
     adapters by number."""
 
+    kv_events: str = ""
+    """The replica's KV-cache event publisher, tcp://HOST:PORT (vLLM's `--kv-events-config`
+    endpoint, or the sim's `--kv-events-port`); set, the router indexes the blocks it
+    reports and sends a prompt to the replica holding most of it (`router.kv_index`)."""
+
     @property
     def effective_weight(self) -> float:
         return self.weight or 1.0
@@ -76,6 +81,10 @@ class Endpoint(Strict):
             )
         elif not self.url.startswith(("http://", "https://")):
             problems.append(Problem(("url",), f"{self.url!r} has no http:// or https:// scheme: add it"))
+        if self.kv_events and not self.kv_events.startswith("tcp://"):
+            problems.append(
+                Problem(("kv_events",), f"{self.kv_events!r} is not a ZeroMQ address: write tcp://HOST:PORT")
+            )
         if not self.models:
             problems.append(Problem(("models",), "is empty: list at least one model this replica serves"))
         if self.priority_scheduling and self.engine not in PRIORITY_ENGINES:

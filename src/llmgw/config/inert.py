@@ -42,8 +42,6 @@ INERT: Mapping[str, str] = {
     "agent_tls.server_name": "the server does not use it: agents check the name they dial",
     "endpoints[].pool": "this version shows the pool nowhere and routes no differently by it",
     # The router's features not built yet.
-    "router.kv_index": "the router builds no KV-event index in this version; prefix routing uses its "
-    "own tree",
     "router.trusted_proxies": "X-Forwarded-For is not read by this version; clients are seen by "
     "their socket address",
     # The control plane's features not built yet.
@@ -60,8 +58,8 @@ INERT: Mapping[str, str] = {
     "comfyui is not supported",
     "models[].external.workflow": "ComfyUI workflows are not run by this version",
     "models[].external.output": "ComfyUI workflows are not run by this version",
-    "models[].profiles[].kv_events": "the router does not subscribe to the engines' KV events in this "
-    "version; the engine only opens the port",
+    "models[].profiles[].kv_events": "the router subscribes only to static endpoints' kv_events in this "
+    "version; for placed replicas the engine only opens the port",
     "models[].origin.repo": "this version fetches weights from `source` only; the recorded "
     "repository is not read",
     "models[].origin.revision": "this version checks the weights' files only; the recorded revision "

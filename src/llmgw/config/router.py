@@ -95,12 +95,9 @@ class Prefix(Strict):
 
 
 class KVIndex(Strict):
-    """Tuning of exact KV-cache routing, fed by block events vLLM replicas publish. The
-    catalog decides which models take part (a vLLM profile with `kv_events`); these
-    knobs only shape the lookup.
-
-    Not acted on by this version (`llmgw.config.inert` says what does not happen):
-    the settings are checked, and the server warns when a file uses them.
+    """Tuning of exact KV-cache routing, fed by block events vLLM replicas publish.
+    Which replicas take part is decided by where events come from (a static endpoint's
+    `kv_events`); these knobs only shape the lookup (llmgw.router.kv_routing).
     """
 
     tokenize_timeout: NonNegativeDuration = timedelta(0)

@@ -45,6 +45,7 @@ from llmgw.router.attempt import Attempt
 from llmgw.router.endpoints import Endpoint, EndpointRegistry
 from llmgw.router.failure_log import FailureLog
 from llmgw.router.forward import Answer, OpenStream, PhaseLimits, fetch, open_stream, request_head
+from llmgw.router.kv_routing import KVRouting
 from llmgw.router.liveness import Liveness
 from llmgw.router.lora_loader import AdapterLoader
 from llmgw.router.metrics import GatewayMetrics
@@ -120,9 +121,11 @@ class Dispatcher:
         canaries: Canaries | None = None,
         cache: ResponseCache | None = None,
         adapters: AdapterLoader | None = None,
+        kv: KVRouting | None = None,
     ) -> None:
         self._cache = cache
         self._adapters = adapters
+        self._kv = kv
         self._guard = guard
         self._canaries = canaries
         self._endpoints = endpoints
@@ -174,15 +177,18 @@ class Dispatcher:
                     candidates = adapters.choose(target.engine_model, candidates, target.max_loaded_adapters)
                 if not candidates:
                     break
+                kv = None
+                if attempt == 0 and self._kv is not None and target.routing_profile == "chat":
+                    kv = await self._kv.lengths(candidates, request)
                 tries += 1
                 if trace is None:
                     endpoint, _ = self._picker.pick(
-                        candidates, request.prompt, request.session, target.routing_profile, now
+                        candidates, request.prompt, request.session, target.routing_profile, now, kv
                     )
                 else:
                     picking = time.time_ns()
                     endpoint, why = self._picker.pick(
-                        candidates, request.prompt, request.session, target.routing_profile, now
+                        candidates, request.prompt, request.session, target.routing_profile, now, kv
                     )
                     trace.picked(picking, target.model, endpoint.id, why, len(candidates), tries)
                 tried.add(endpoint.id)

@@ -43,6 +43,9 @@ class EndpointSpec:
     # llama-server: its adapters by name, as numbers in its load order. It knows no
     # adapter names; a request for one carries `lora: [{"id": N, "scale": S}]`.
     lora_ids: dict[str, int] = field(default_factory=dict)
+    # vLLM's KV-event publisher (tcp://host:port); set, the router indexes the blocks it
+    # reports and routes on them (llmgw.router.kv_routing).
+    kv_events: str = ""
 
 
 def _path_prefix(url: str) -> bytes:

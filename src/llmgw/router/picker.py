@@ -44,12 +44,14 @@ class Picker:
         affinity: SessionAffinity,
         tree: PrefixTree | None,
         prefix_rules: PrefixRules,
+        kv_min_blocks: int = 4,
     ) -> None:
         self._targets = targets
         self._affinity = affinity
         self._tree = tree
         self._rules = prefix_rules
         self._turn = 0
+        self._kv_min = kv_min_blocks
 
     def forget(self, endpoint_id: str) -> None:
         """A withdrawn replica: nothing should be routed to it by memory."""
@@ -58,9 +60,16 @@ class Picker:
             self._tree.remove_endpoint(endpoint_id)
 
     def pick(
-        self, candidates: Sequence[Endpoint], prompt: str, session: str | None, profile: str, now: float
+        self,
+        candidates: Sequence[Endpoint],
+        prompt: str,
+        session: str | None,
+        profile: str,
+        now: float,
+        kv: dict[str, int] | None = None,
     ) -> tuple[Endpoint, str]:
-        """The replica for this request and why it was chosen; `candidates` is non-empty."""
+        """The replica for this request and why it was chosen; `candidates` is non-empty.
+        `kv` is the KV index's count of leading prompt blocks per replica, when it has one."""
         # The prompt is followed down the tree once, for the match and the insert alike.
         walk = self._tree.walk(prompt) if profile == "chat" and self._tree is not None and prompt else None
         if len(candidates) == 1:
@@ -69,7 +78,7 @@ class Picker:
             self._turn += 1
             chosen, why = candidates[self._turn % len(candidates)], "round_robin"
         else:
-            chosen, why = self._by_load(candidates, prompt, walk, session, profile, now)
+            chosen, why = self._by_load(candidates, prompt, walk, session, profile, now, kv)
         if profile == "chat" and session:
             self._affinity.set(session, chosen.id, now)
         if walk is not None:
@@ -84,6 +93,7 @@ class Picker:
         session: str | None,
         profile: str,
         now: float,
+        kv: dict[str, int] | None = None,
     ) -> tuple[Endpoint, str]:
         targets = self._targets
         # The pool and its scores are kept as two lists side by side: this runs for every
@@ -108,6 +118,14 @@ class Picker:
                         if session_holds(score, best_score, targets.session_load_factor):
                             return held, "session"
                         break
+        if kv:
+            # Tier 0: what the replicas report they hold, exactly; balanced as tier 1 is.
+            lengths = [kv.get(e.id, 0) for e in pool]
+            longest = max(lengths)
+            if longest >= max(1, self._kv_min) and not imbalanced(
+                [e.inflight for e in pool], self._rules.balance_abs, self._rules.balance_rel
+            ):
+                return self._longest(pool, scores, lengths, longest), "kv"
         if walk is not None:
             match = walk.match(now)
             found = match.by_endpoint
@@ -124,15 +142,21 @@ class Picker:
                 and longest >= rules.match_ratio * len(prompt)
                 and not imbalanced([e.inflight for e in pool], rules.balance_abs, rules.balance_rel)
             ):
-                holders = lengths.count(longest)
-                if holders == 1:
-                    return pool[lengths.index(longest)], "prefix"
-                if holders < len(lengths):
-                    keep = [i for i, n in enumerate(lengths) if n == longest]
-                    pool, scores = [pool[i] for i in keep], [scores[i] for i in keep]
-                _, chosen = self._least(pool, scores)
-                return chosen, "prefix"
+                return self._longest(pool, scores, lengths, longest), "prefix"
         return best, "load"
+
+    def _longest(
+        self, pool: Sequence[Endpoint], scores: list[float], lengths: list[int], longest: int
+    ) -> Endpoint:
+        """The replica with the longest match; among several, the least loaded."""
+        holders = lengths.count(longest)
+        if holders == 1:
+            return pool[lengths.index(longest)]
+        if holders < len(lengths):
+            keep = [i for i, n in enumerate(lengths) if n == longest]
+            pool, scores = [pool[i] for i in keep], [scores[i] for i in keep]
+        _, chosen = self._least(pool, scores)
+        return chosen
 
     def _least(self, pool: Sequence[Endpoint], scores: list[float]) -> tuple[float, Endpoint]:
         """The lowest score (`scores` are `pool`'s, in order); ties go round in turn, so

@@ -73,6 +73,7 @@ def static_specs(settings: Settings, vault: Mapping[str, str] | None = None) -> 
             pool=e.pool,
             priority_scheduling=e.priority_scheduling,
             lora_ids=dict(e.lora_ids),
+            kv_events=e.kv_events,
         )
         for e in settings.endpoints
     ]

@@ -43,6 +43,7 @@ from llmgw.router.endpoints import EndpointRegistry
 from llmgw.router.flow import FlowControl, FlowRules
 from llmgw.router.forward import PhaseLimits
 from llmgw.router.guard_judge import RouterJudge
+from llmgw.router.kv_routing import KVRouting, KVRules
 from llmgw.router.lora_loader import AdapterLoader
 from llmgw.router.metrics import (
     BEFORE_ROUTE,
@@ -167,6 +168,16 @@ class Gateway:
                 balance_abs=prefix.effective_balance_abs,
                 balance_rel=prefix.effective_balance_rel,
             ),
+            kv_min_blocks=router.kv_index.effective_min_blocks,
+        )
+        kv_index = router.kv_index
+        self.kv = KVRouting(
+            self.endpoints,
+            KVRules(
+                tokenize_timeout_s=kv_index.effective_tokenize_timeout.total_seconds(),
+                min_blocks=kv_index.effective_min_blocks,
+                max_blocks=kv_index.effective_max_blocks,
+            ),
         )
         self.usage = UsageSink(self.metrics)
         self.usage.consumers.append(self._observe_latency)
@@ -223,6 +234,7 @@ class Gateway:
             cache=self.cache,
             # Loading an adapter reads its weights: bounded by a whole request's time.
             adapters=AdapterLoader(limits.total_s),
+            kv=self.kv,
         )
         self.scraper = Scraper(
             self.endpoints, _seconds(router.scrape_interval), _seconds(router.scrape_timeout), clock
@@ -304,6 +316,7 @@ class Gateway:
             asyncio.create_task(self.watchdog.run(), name="watchdog"),
             asyncio.create_task(self.departures.run(), name="departures"),
             asyncio.create_task(self.flow.run(), name="admission"),
+            asyncio.create_task(self.kv.run(), name="kv-index"),
         ]
         if self.access is not None:
             tasks.append(asyncio.create_task(self.access.run(), name="access-log"))

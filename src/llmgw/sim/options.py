@@ -51,6 +51,8 @@ class SimOptions(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     admin_port: int | None = Field(default=None, ge=0, le=65535)
+    kv_events_port: int | None = Field(default=None, ge=1, le=65535)
+    """Publish KV-cache events in vLLM's ZMQ wire format on this port; None publishes none."""
     models: tuple[str, ...] = ("sim-model",)
     adapters: tuple[str, ...] = ()
     max_loras: int = Field(default=0, ge=0)

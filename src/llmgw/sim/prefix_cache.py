@@ -24,6 +24,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmgw.engines.vllm import KV_EVENTS_HASH_SEED
+from llmgw.protocol.kv_hash import block_key, hash_blocks, none_hash
+
+# The chain's root, derived as vLLM derives it from the PYTHONHASHSEED the agent gives
+# a kv_events replica, so the blocks the sim names in its KV events are the ones a
+# router computes from the same tokens.
+_ROOT = none_hash(KV_EVENTS_HASH_SEED)
+
 
 def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
     """Chained hashes of the full blocks of the prompt that may be served from cache.
@@ -32,13 +40,8 @@ def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
     output token), so only blocks wholly inside the first `len - 1` tokens count.
     """
     usable = max(0, len(token_ids) - 1) // block_size
-    out: list[int] = []
-    parent = 0
-    for b in range(usable):
-        start = b * block_size
-        parent = hash((parent, *token_ids[start : start + block_size]))
-        out.append(parent)
-    return tuple(out)
+    # vLLM's own block hashes (sha256 over CBOR, chained), as 64-bit keys.
+    return tuple(block_key(h) for h in hash_blocks(token_ids, block_size, _ROOT, usable))
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -66,6 +69,9 @@ class BlockPool:
         self._evictable: OrderedDict[int, None] = OrderedDict()
         self._private = 0
         self.evictions = 0
+        # When not None, what entered and left the cache since the publisher last took
+        # it: ("stored", keys) or ("removed", keys), in order (the sim's KV events).
+        self.journal: list[tuple[str, tuple[int, ...]]] | None = None
 
     def cached_prefix(self, hashes: Sequence[int]) -> int:
         """How many leading blocks of `hashes` the cache holds."""
@@ -104,11 +110,15 @@ class BlockPool:
         overflow = (
             len(self._refs) + len(self._evictable) + self._private + len(fresh) + private - self.capacity
         )
-        for _ in range(max(0, overflow)):
-            self._evictable.popitem(last=False)
-            self.evictions += 1
+        evicted = [self._evictable.popitem(last=False)[0] for _ in range(max(0, overflow))]
+        self.evictions += len(evicted)
         for h in fresh:
             self._refs[h] = 1
+        if self.journal is not None:
+            if evicted:
+                self.journal.append(("removed", tuple(evicted)))
+            if fresh:
+                self.journal.append(("stored", tuple(fresh)))
         self._private += private
         return Allocation(shared=tuple(hashes), private=private, hit_blocks=hit)
 
@@ -128,6 +138,8 @@ class BlockPool:
     def reset(self) -> int:
         """Drop every cached block no request uses; returns how many were dropped."""
         dropped = len(self._evictable)
+        if self.journal is not None and dropped:
+            self.journal.append(("removed", tuple(self._evictable)))
         self._evictable.clear()
         return dropped
 

@@ -19,6 +19,7 @@ import uvloop
 from aiohttp import web
 
 from llmgw.sim.app import create_admin_app, create_app
+from llmgw.sim.kv_publisher import KVEventPublisher
 from llmgw.sim.options import FaultMode, SimOptions
 from llmgw.sim.state import SimState
 
@@ -105,6 +106,12 @@ async def serve(options: SimOptions) -> None:
         admin = SocketListener(admin_runner, options.host, options.admin_port)
         await admin.open()
         admin_url = _url(options.host, admin.port)
+    publisher: KVEventPublisher | None = None
+    if options.kv_events_port is not None:
+        publisher = KVEventPublisher(
+            state.engine.pool, options.host, options.kv_events_port, options.block_size
+        )
+        publisher.start()
     print(
         f"{READY_PREFIX} url={_url(options.host, listener.port)} admin_url={admin_url or '-'} "
         f"flavor={options.flavor.value} pid={os.getpid()}",
@@ -119,6 +126,8 @@ async def serve(options: SimOptions) -> None:
     try:
         await stop.wait()
     finally:
+        if publisher is not None:
+            await publisher.close()
         await listener.close()
         if admin_runner is not None:
             await admin_runner.cleanup()

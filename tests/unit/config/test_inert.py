@@ -149,7 +149,6 @@ _REGEX = {"type": "regex", "patterns": ["x"]}
     ("document", "path"),
     [
         ({"router": {"trusted_proxies": ["10.0.0.0/8"]}}, "router.trusted_proxies"),
-        ({"router": {"kv_index": {"min_blocks": 8}}}, "router.kv_index"),
         ({"releases": "https://mirror.example/llmgw"}, "releases"),
         ({"mirror": {"update_check": "1h"}}, "mirror"),
     ],
