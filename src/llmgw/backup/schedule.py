@@ -32,11 +32,16 @@ async def run_daily(
     backup: Callable[[float], Awaitable[object]],
     events: EventSink,
     clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> None:
     """Runs `backup(started)` every day at HH:MM UTC until cancelled."""
     while True:
         due = next_run(clock(), hour, minute)
-        await asyncio.sleep(max(due - clock(), 0.0))
+        # The loop's timer runs on the monotonic clock and may wake a little before the
+        # wall clock reaches `due`: sleep out the rest, so a backup never starts early
+        # (and the next due time is not this one again).
+        while (left := due - clock()) > 0:
+            await sleep(left)
         started = clock()
         try:
             await backup(started)

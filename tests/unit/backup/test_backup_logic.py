@@ -79,7 +79,15 @@ class _Events:
 
 def test_a_failed_scheduled_backup_sends_backup_failed_and_the_loop_goes_on() -> None:
     events = _Events()
-    times = iter([_at("2026-12-03T02:59:59.99"), _at("2026-12-03T02:59:59.99"), _at("2026-12-03T03:00:00")])
+    # Read for the due time, for the wait (twice: before and after it), and for the start.
+    times = iter(
+        [
+            _at("2026-12-03T02:59:59.99"),
+            _at("2026-12-03T02:59:59.99"),
+            _at("2026-12-03T03:00:00"),
+            _at("2026-12-03T03:00:00"),
+        ]
+    )
     calls: list[float] = []
 
     async def failing(started: float) -> None:
@@ -105,3 +113,25 @@ def test_a_failed_scheduled_backup_sends_backup_failed_and_the_loop_goes_on() ->
     assert calls == [_at("2026-12-03T03:00:00")]
     assert [(t, k) for t, k, _ in events.seen] == [(FAILED_EVENT, "2026-12-03")]
     assert "Permission denied" in events.seen[0][2]["error"]
+
+
+def test_a_timer_that_wakes_early_does_not_start_the_backup_early() -> None:
+    """The loop's timer is monotonic and may wake before the wall clock is at the due
+    time (seen by 0.75 ms): the loop sleeps out the rest, and runs once that day."""
+    now = [_at("2026-12-03T02:59:30")]
+    calls: list[float] = []
+    naps: list[float] = []
+
+    async def backup(started: float) -> None:
+        calls.append(started)
+        raise asyncio.CancelledError  # one day is enough: ends the loop
+
+    async def early_sleep(seconds: float) -> None:
+        naps.append(seconds)
+        now[0] += seconds - 0.00075 if len(naps) == 1 else seconds
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run_daily(3, 0, backup, _Events(), lambda: now[0], early_sleep))
+    assert calls == [_at("2026-12-03T03:00:00")]
+    assert len(naps) == 2
+    assert naps[1] == pytest.approx(0.00075, abs=1e-6)
